@@ -1,0 +1,36 @@
+//! mnemofs engine: a NOVA-lineage persistent-memory file system.
+//!
+//! Layers (DESIGN.md §1), one module each:
+//! - [`format`]: on-PM layout (superblock, inodes, log entries, journal), byte for byte
+//!   as docs/FORMAT.md describes it.
+//! - [`space`]: per-CPU page allocators.
+//! - [`journal`]: the per-CPU lite journal (undo records of 8-byte words) that makes
+//!   multi-inode operations atomic.
+//! - [`log`]: per-inode logs of commit-marked entries, log GC.
+//! - [`lock`]: the per-file lock abstraction (`inode` mode: NOVA's rwlock).
+//! - [`cow`]: page copy-on-write file data.
+//! - [`namespace`]: directories, links, rename.
+//! - [`recovery`]: mount, journal rollback, log replay, free-list rebuild.
+//! - [`fsck`]: the checker.
+//!
+//! All PM access goes through the `pm` crate.
+
+pub mod error;
+pub mod format;
+pub mod types;
+
+mod cow;
+mod fs;
+pub mod fsck;
+mod inode;
+mod journal;
+mod lock;
+mod log;
+mod namespace;
+mod recovery;
+mod space;
+
+pub use error::{FsError, Result};
+pub use fs::{mkfs, mount, Fs};
+pub use fsck::{fsck, FsckReport};
+pub use types::*;

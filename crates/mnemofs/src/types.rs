@@ -1,0 +1,280 @@
+//! Public value types of the engine API.
+
+use serde::Serialize;
+
+/// Inode number. The root directory is [`ROOT_INO`].
+pub type Ino = u64;
+
+/// Inode number of the root directory.
+pub const ROOT_INO: Ino = 1;
+
+/// Maximum file name length in bytes.
+pub const NAME_MAX: usize = 255;
+
+/// Maximum symlink target length in bytes (one page).
+pub const SYMLINK_MAX: usize = 4095;
+
+/// File type, as stored in the inode (the `S_IFMT` bits of the mode).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum FileKind {
+    Regular,
+    Directory,
+    Symlink,
+    Fifo,
+    Socket,
+    CharDevice,
+    BlockDevice,
+}
+
+impl FileKind {
+    /// `S_IFMT` bits for this kind.
+    pub fn mode_bits(self) -> u32 {
+        match self {
+            FileKind::Regular => libc::S_IFREG,
+            FileKind::Directory => libc::S_IFDIR,
+            FileKind::Symlink => libc::S_IFLNK,
+            FileKind::Fifo => libc::S_IFIFO,
+            FileKind::Socket => libc::S_IFSOCK,
+            FileKind::CharDevice => libc::S_IFCHR,
+            FileKind::BlockDevice => libc::S_IFBLK,
+        }
+    }
+
+    /// Kind from the `S_IFMT` bits of a mode; `None` for an unknown type.
+    pub fn from_mode(mode: u32) -> Option<FileKind> {
+        match mode & libc::S_IFMT {
+            libc::S_IFREG => Some(FileKind::Regular),
+            libc::S_IFDIR => Some(FileKind::Directory),
+            libc::S_IFLNK => Some(FileKind::Symlink),
+            libc::S_IFIFO => Some(FileKind::Fifo),
+            libc::S_IFSOCK => Some(FileKind::Socket),
+            libc::S_IFCHR => Some(FileKind::CharDevice),
+            libc::S_IFBLK => Some(FileKind::BlockDevice),
+            _ => None,
+        }
+    }
+
+    /// The `d_type` value readdir reports (DT_*).
+    pub fn dirent_type(self) -> u8 {
+        match self {
+            FileKind::Regular => libc::DT_REG,
+            FileKind::Directory => libc::DT_DIR,
+            FileKind::Symlink => libc::DT_LNK,
+            FileKind::Fifo => libc::DT_FIFO,
+            FileKind::Socket => libc::DT_SOCK,
+            FileKind::CharDevice => libc::DT_CHR,
+            FileKind::BlockDevice => libc::DT_BLK,
+        }
+    }
+}
+
+/// A point in time with nanoseconds (seconds since the epoch).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Timespec {
+    pub sec: i64,
+    pub nsec: u32,
+}
+
+impl Timespec {
+    pub fn now() -> Timespec {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes into the provided, valid timespec.
+        unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+        Timespec {
+            sec: ts.tv_sec,
+            nsec: ts.tv_nsec as u32,
+        }
+    }
+}
+
+/// Attributes of an inode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Attr {
+    pub ino: Ino,
+    pub kind: FileKind,
+    /// Full mode, including the `S_IFMT` bits.
+    pub mode: u32,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub size: u64,
+    /// 4 KiB data pages allocated to the file.
+    pub blocks: u64,
+    pub rdev: u32,
+    pub atime: Timespec,
+    pub mtime: Timespec,
+    pub ctime: Timespec,
+}
+
+/// A change of attributes; `None` leaves a field as it is. `ctime` is set to now on
+/// any change unless given.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetAttr {
+    /// Permission bits (the `S_IFMT` bits are ignored).
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<Timespec>,
+    pub mtime: Option<Timespec>,
+    pub ctime: Option<Timespec>,
+}
+
+/// Flags of `rename`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RenameFlags {
+    /// Fail with EEXIST if the target exists.
+    pub noreplace: bool,
+    /// Atomically exchange source and target (both must exist).
+    pub exchange: bool,
+}
+
+/// One directory entry as readdir returns it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirEntry {
+    pub ino: Ino,
+    /// Offset to pass to the next readdir call to continue after this entry. Offsets
+    /// are stable: an entry keeps its offset for as long as it exists.
+    pub offset: u64,
+    pub kind: FileKind,
+    pub name: Vec<u8>,
+}
+
+/// File system statistics (statfs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct StatFs {
+    pub block_size: u32,
+    pub blocks: u64,
+    pub blocks_free: u64,
+    pub blocks_avail: u64,
+    pub files: u64,
+    pub files_free: u64,
+    pub name_max: u32,
+}
+
+/// Which per-file lock protects file data (DESIGN.md §4, §8).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub enum LockMode {
+    /// One reader-writer lock per inode (NOVA's baseline).
+    #[default]
+    Inode,
+}
+
+impl LockMode {
+    pub const ALL: &'static [(&'static str, LockMode)] = &[("inode", LockMode::Inode)];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LockMode::Inode => "inode",
+        }
+    }
+}
+
+/// How sub-page writes reach PM (DESIGN.md §8).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub enum SmallWriteMode {
+    /// Page copy-on-write: partial pages are merged into fresh pages.
+    #[default]
+    Cow,
+}
+
+impl SmallWriteMode {
+    pub const ALL: &'static [(&'static str, SmallWriteMode)] = &[("cow", SmallWriteMode::Cow)];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SmallWriteMode::Cow => "cow",
+        }
+    }
+}
+
+/// Options of `mkfs`.
+#[derive(Clone, Debug)]
+pub struct MkfsOptions {
+    /// Size of the image in bytes (file images are created or resized to it).
+    pub size: u64,
+    /// Number of per-CPU allocators, inode tables and journals (0 = number of CPUs).
+    pub cpus: u32,
+    /// Number of inodes (0 = one per 16 KiB of image, at least 1024).
+    pub inodes: u64,
+    /// Overwrite an existing mnemofs.
+    pub force: bool,
+}
+
+impl Default for MkfsOptions {
+    fn default() -> Self {
+        MkfsOptions {
+            size: 1 << 30,
+            cpus: 0,
+            inodes: 0,
+            force: false,
+        }
+    }
+}
+
+/// A named configuration of modes (DESIGN.md §8). Only presets whose modes exist
+/// are accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Preset {
+    pub name: &'static str,
+    pub lock: LockMode,
+    pub small_write: SmallWriteMode,
+}
+
+/// Presets that exist in this build.
+pub const PRESETS: &[Preset] = &[Preset {
+    name: "nova",
+    lock: LockMode::Inode,
+    small_write: SmallWriteMode::Cow,
+}];
+
+/// Presets that DESIGN.md names but whose modes are not built yet.
+pub const PLANNED_PRESETS: &[&str] = &["pnova-interval", "pnova", "finelog", "lawn", "full"];
+
+/// Options of `mount`.
+#[derive(Clone, Debug, Default)]
+pub struct MountOptions {
+    pub lock: LockMode,
+    pub small_write: SmallWriteMode,
+    /// Take an exclusive lock on the image so that a second mount fails (default on
+    /// for the CLI; tests that reopen an abandoned image in-process turn it off).
+    pub exclusive: bool,
+}
+
+impl MountOptions {
+    pub fn from_preset(p: &Preset) -> MountOptions {
+        MountOptions {
+            lock: p.lock,
+            small_write: p.small_write,
+            exclusive: true,
+        }
+    }
+}
+
+/// Geometry, space and counters of a mounted file system.
+#[derive(Clone, Debug, Serialize)]
+pub struct FsStats {
+    pub size_bytes: u64,
+    pub block_size: u32,
+    pub total_blocks: u64,
+    pub data_blocks: u64,
+    pub free_blocks: u64,
+    /// Free blocks per CPU allocator.
+    pub free_blocks_per_cpu: Vec<u64>,
+    pub cpus: u32,
+    pub inodes_total: u64,
+    pub inodes_used: u64,
+    pub log_pages: u64,
+    pub data_pages: u64,
+    pub pm_bytes_written: u64,
+    pub pm_flushes: u64,
+    pub pm_fences: u64,
+    pub flush_instruction: String,
+    pub map_mode: String,
+    pub lock_mode: String,
+    pub small_write_mode: String,
+    pub clean_mount: bool,
+}

@@ -1,0 +1,25 @@
+//! The `pm` layer: the only code in mnemofs that touches persistent memory.
+//!
+//! It maps a region (an image file, by default on `/dev/shm`, or a DAX device/file
+//! with `MAP_SYNC` where the kernel offers it), and provides the persist primitives
+//! every other layer uses: cached stores, non-temporal stores, aligned 8- and 16-byte
+//! atomic stores, cache-line write-back (clwb, else clflushopt, else clflush, chosen
+//! once by CPUID) and store fences.
+//!
+//! Every store, flush and fence is counted (per-thread slots, summed on demand) and can
+//! be reported to a [`Tracer`]: the seam on which the crash explorer records a trace.
+//! PM holds offsets, never virtual addresses: every call takes a byte offset into the
+//! region.
+
+mod counters;
+mod flush;
+mod region;
+mod trace;
+
+pub use counters::{CounterSnapshot, Counters};
+pub use flush::FlushKind;
+pub use region::{MapMode, Pm, PmError};
+pub use trace::{Event, Marker, RecordingTracer, StoreKind, Tracer};
+
+/// Size of a CPU cache line; the unit of flushing and of the crash model.
+pub const CACHE_LINE: u64 = 64;

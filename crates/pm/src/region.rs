@@ -1,0 +1,636 @@
+//! Mapping a PM region and the store/flush/fence primitives over it.
+
+use crate::counters::{CounterSnapshot, Counters};
+use crate::flush::{flush_line, sfence, FlushKind};
+use crate::trace::{Marker, StoreKind, Tracer};
+use crate::CACHE_LINE;
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Errors of the `pm` layer.
+#[derive(Debug, thiserror::Error)]
+pub enum PmError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: image is empty or too small to map ({len} bytes)")]
+    TooSmall { path: PathBuf, len: u64 },
+    #[error("{path}: mmap failed: {source}")]
+    Map {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: image is in use by another mnemofs process (already mounted?)")]
+    Busy { path: PathBuf },
+    #[error("PM access out of bounds: offset {off} length {len} in a region of {size} bytes")]
+    OutOfBounds { off: u64, len: u64, size: u64 },
+}
+
+/// How the region was mapped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MapMode {
+    /// `MAP_SHARED_VALIDATE | MAP_SYNC`: a DAX mapping where flushed lines are durable.
+    Sync,
+    /// `MAP_SHARED`: a file image (e.g. on /dev/shm) emulating PM.
+    Shared,
+    /// Anonymous memory (tests, crash explorer copies).
+    Anonymous,
+}
+
+/// A mapped PM region.
+pub struct Pm {
+    base: *mut u8,
+    len: u64,
+    flush: FlushKind,
+    mode: MapMode,
+    counters: Counters,
+    tracer: Option<Arc<dyn Tracer>>,
+    has_cx16: bool,
+    _file: Option<File>,
+}
+
+// SAFETY: `base` points to a shared mapping that lives as long as `Pm`; concurrent
+// access to disjoint bytes is coordinated by the layers above (locks, atomics), and
+// the 8/16-byte stores used for shared words are atomic instructions.
+unsafe impl Send for Pm {}
+// SAFETY: see `Send`; `&Pm` only exposes methods that perform raw stores/loads which
+// the engine orders with its own locks.
+unsafe impl Sync for Pm {}
+
+impl Drop for Pm {
+    fn drop(&mut self) {
+        // SAFETY: `base`/`len` are exactly what mmap returned in `map`.
+        unsafe {
+            libc::munmap(self.base as *mut libc::c_void, self.len as usize);
+        }
+    }
+}
+
+fn io_err(path: &Path, source: std::io::Error) -> PmError {
+    PmError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+impl Pm {
+    /// Opens an existing image (or DAX device/file) and maps it whole. With `lock`, takes
+    /// an exclusive `flock` so a second mount of the same image is refused.
+    pub fn open(path: &Path, lock: bool) -> Result<Pm, PmError> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| io_err(path, e))?;
+        if lock {
+            // SAFETY: flock on a valid, open file descriptor.
+            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            if rc != 0 {
+                let e = std::io::Error::last_os_error();
+                if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                    return Err(PmError::Busy {
+                        path: path.to_path_buf(),
+                    });
+                }
+                return Err(io_err(path, e));
+            }
+        }
+        let len = region_len(&file).map_err(|e| io_err(path, e))?;
+        if len < 4096 {
+            return Err(PmError::TooSmall {
+                path: path.to_path_buf(),
+                len,
+            });
+        }
+        Self::map(path, file, len)
+    }
+
+    /// Creates (or truncates to) an image file of `len` bytes and maps it.
+    pub fn create(path: &Path, len: u64) -> Result<Pm, PmError> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| io_err(path, e))?;
+        let meta = file.metadata().map_err(|e| io_err(path, e))?;
+        if meta.file_type().is_file() {
+            file.set_len(len).map_err(|e| io_err(path, e))?;
+        }
+        let have = region_len(&file).map_err(|e| io_err(path, e))?;
+        if have < len {
+            return Err(PmError::TooSmall {
+                path: path.to_path_buf(),
+                len: have,
+            });
+        }
+        Self::map(path, file, len)
+    }
+
+    /// Anonymous zeroed memory of `len` bytes (tests, crash-state copies).
+    pub fn anonymous(len: u64) -> Result<Pm, PmError> {
+        let path = PathBuf::from("<anonymous>");
+        // SAFETY: anonymous private mapping; no file descriptor involved.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(PmError::Map {
+                path,
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        Ok(Self::from_raw(p as *mut u8, len, MapMode::Anonymous, None))
+    }
+
+    fn from_raw(base: *mut u8, len: u64, mode: MapMode, file: Option<File>) -> Pm {
+        Pm {
+            base,
+            len,
+            flush: FlushKind::detect(),
+            mode,
+            counters: Counters::new(),
+            tracer: None,
+            has_cx16: has_cx16(),
+            _file: file,
+        }
+    }
+
+    fn map(path: &Path, file: File, len: u64) -> Result<Pm, PmError> {
+        let fd = file.as_raw_fd();
+        // First try a synchronous DAX mapping; the kernel refuses it (EOPNOTSUPP or
+        // EINVAL) for files that are not on a DAX file system, e.g. /dev/shm.
+        // SAFETY: mapping a valid fd for `len` bytes; the result is checked.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC,
+                fd,
+                0,
+            )
+        };
+        if p != libc::MAP_FAILED {
+            return Ok(Self::from_raw(p as *mut u8, len, MapMode::Sync, Some(file)));
+        }
+        // SAFETY: as above, plain shared mapping.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(PmError::Map {
+                path: path.to_path_buf(),
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        Ok(Self::from_raw(p as *mut u8, len, MapMode::Shared, Some(file)))
+    }
+
+    /// Installs (or removes) the tracer that sees every later event.
+    pub fn set_tracer(&mut self, tracer: Option<Arc<dyn Tracer>>) {
+        self.tracer = tracer;
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn flush_kind(&self) -> FlushKind {
+        self.flush
+    }
+
+    pub fn map_mode(&self) -> MapMode {
+        self.mode
+    }
+
+    pub fn counters(&self) -> CounterSnapshot {
+        self.counters.snapshot()
+    }
+
+    /// Counters of the calling thread (exact even while other threads work).
+    pub fn thread_counters(&self) -> CounterSnapshot {
+        self.counters.this_thread()
+    }
+
+    /// Checks that `[off, off+len)` lies in the region.
+    #[inline]
+    pub fn check(&self, off: u64, len: u64) -> Result<(), PmError> {
+        match off.checked_add(len) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(PmError::OutOfBounds {
+                off,
+                len,
+                size: self.len,
+            }),
+        }
+    }
+
+    #[inline]
+    fn ptr(&self, off: u64, len: u64) -> *mut u8 {
+        // Out-of-bounds access is an engine bug (the engine validates every offset it
+        // reads from PM with `check` first); stop rather than corrupt memory.
+        assert!(
+            off.checked_add(len).is_some_and(|e| e <= self.len),
+            "pm access out of bounds: off {off} len {len} size {}",
+            self.len
+        );
+        // SAFETY: bounds checked just above; `base` is a live mapping of `len` bytes.
+        unsafe { self.base.add(off as usize) }
+    }
+
+    /// Copies `buf.len()` bytes at `off` into `buf`.
+    #[inline]
+    pub fn read(&self, off: u64, buf: &mut [u8]) {
+        let p = self.ptr(off, buf.len() as u64);
+        // SAFETY: `p` is valid for `buf.len()` bytes; PM and `buf` never overlap.
+        unsafe { std::ptr::copy_nonoverlapping(p, buf.as_mut_ptr(), buf.len()) };
+    }
+
+    /// Atomic 8-byte load of an aligned word.
+    #[inline]
+    pub fn read_u64(&self, off: u64) -> u64 {
+        debug_assert_eq!(off % 8, 0);
+        let p = self.ptr(off, 8) as *const std::sync::atomic::AtomicU64;
+        // SAFETY: aligned (offsets are 8-aligned, base is page-aligned) and in bounds.
+        unsafe { (*p).load(std::sync::atomic::Ordering::Acquire) }
+    }
+
+    #[inline]
+    pub fn read_u32(&self, off: u64) -> u32 {
+        let mut b = [0u8; 4];
+        self.read(off, &mut b);
+        u32::from_le_bytes(b)
+    }
+
+    /// Cached store of `data` at `off`. Durable only after `flush` + `fence`.
+    #[inline]
+    pub fn write(&self, off: u64, data: &[u8]) {
+        let p = self.ptr(off, data.len() as u64);
+        // SAFETY: `p` is valid for `data.len()` bytes and does not overlap `data`.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
+        self.counters.add_bytes(data.len() as u64);
+        if let Some(t) = &self.tracer {
+            t.store(off, data, StoreKind::Cached);
+        }
+    }
+
+    /// Stores `len` zero bytes at `off` (cached).
+    pub fn zero(&self, off: u64, len: u64) {
+        let p = self.ptr(off, len);
+        // SAFETY: `p` is valid for `len` bytes.
+        unsafe { std::ptr::write_bytes(p, 0, len as usize) };
+        self.counters.add_bytes(len);
+        if let Some(t) = &self.tracer {
+            t.store(off, &vec![0u8; len as usize], StoreKind::Cached);
+        }
+    }
+
+    /// Non-temporal copy for large writes: bypasses the cache, so the data is durable
+    /// after the next `fence` without flushes. Unaligned head/tail bytes are stored
+    /// cached and flushed here.
+    pub fn write_nt(&self, off: u64, data: &[u8]) {
+        let p = self.ptr(off, data.len() as u64);
+        #[cfg(target_arch = "x86_64")]
+        {
+            let start_pad = ((8 - (off % 8)) % 8).min(data.len() as u64) as usize;
+            let body = (data.len() - start_pad) / 8 * 8;
+            if start_pad > 0 {
+                self.write(off, &data[..start_pad]);
+                self.flush(off, start_pad as u64);
+            }
+            let mut i = start_pad;
+            while i < start_pad + body {
+                let mut w = [0u8; 8];
+                w.copy_from_slice(&data[i..i + 8]);
+                // SAFETY: `p+i` is 8-aligned (off+start_pad is a multiple of 8 and the
+                // mapping is page-aligned) and within the checked range.
+                unsafe {
+                    std::arch::x86_64::_mm_stream_si64(
+                        p.add(i) as *mut i64,
+                        i64::from_le_bytes(w),
+                    )
+                };
+                i += 8;
+            }
+            self.counters.add_nt_bytes(body as u64);
+            if let Some(t) = &self.tracer {
+                t.store(
+                    off + start_pad as u64,
+                    &data[start_pad..start_pad + body],
+                    StoreKind::NonTemporal,
+                );
+            }
+            if i < data.len() {
+                self.write(off + i as u64, &data[i..]);
+                self.flush(off + i as u64, (data.len() - i) as u64);
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = p;
+            self.write(off, data);
+            self.flush(off, data.len() as u64);
+        }
+    }
+
+    /// Aligned 8-byte atomic store (never torn by a crash).
+    #[inline]
+    pub fn store_u64(&self, off: u64, v: u64) {
+        assert_eq!(off % 8, 0, "unaligned 8-byte atomic store at {off}");
+        let p = self.ptr(off, 8) as *const std::sync::atomic::AtomicU64;
+        // SAFETY: aligned, in bounds, and the mapping outlives the reference.
+        unsafe { (*p).store(v, std::sync::atomic::Ordering::Release) };
+        self.counters.add_bytes(8);
+        if let Some(t) = &self.tracer {
+            t.store(off, &v.to_le_bytes(), StoreKind::Atomic8);
+        }
+    }
+
+    /// Aligned 16-byte atomic store with `lock cmpxchg16b`.
+    pub fn store_u128(&self, off: u64, v: u128) {
+        assert_eq!(off % 16, 0, "unaligned 16-byte atomic store at {off}");
+        let p = self.ptr(off, 16) as *mut u128;
+        #[cfg(target_arch = "x86_64")]
+        {
+            if self.has_cx16 {
+                // SAFETY: `p` is 16-aligned and in bounds; cmpxchg16b is available.
+                unsafe { store_u128_cx16(p, v) };
+            } else {
+                // SAFETY: as above; falls back to a plain (tearable) store.
+                unsafe { std::ptr::write_volatile(p, v) };
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        // SAFETY: `p` is aligned and in bounds.
+        unsafe {
+            std::ptr::write_volatile(p, v)
+        };
+        self.counters.add_bytes(16);
+        if let Some(t) = &self.tracer {
+            t.store(off, &v.to_le_bytes(), StoreKind::Atomic16);
+        }
+    }
+
+    /// Writes back every cache line overlapping `[off, off+len)`.
+    #[inline]
+    pub fn flush(&self, off: u64, len: u64) {
+        if len == 0 {
+            return;
+        }
+        let first = off & !(CACHE_LINE - 1);
+        let end = off + len;
+        let mut line = first;
+        let mut n = 0;
+        while line < end {
+            let p = self.ptr(line, 1);
+            // SAFETY: `p` is inside the mapping (bounds-checked by `ptr`).
+            unsafe { flush_line(self.flush, p) };
+            if let Some(t) = &self.tracer {
+                t.flush(line);
+            }
+            line += CACHE_LINE;
+            n += 1;
+        }
+        self.counters.add_flushes(n);
+    }
+
+    /// Store fence: everything flushed or stored non-temporally before it is durable
+    /// before anything stored after it.
+    #[inline]
+    pub fn fence(&self) {
+        sfence();
+        self.counters.add_fence();
+        if let Some(t) = &self.tracer {
+            t.fence();
+        }
+    }
+
+    /// `flush` then `fence`.
+    #[inline]
+    pub fn persist(&self, off: u64, len: u64) {
+        self.flush(off, len);
+        self.fence();
+    }
+
+    /// Operation marker for tracers (no effect on PM).
+    pub fn marker(&self, m: Marker) {
+        if let Some(t) = &self.tracer {
+            t.marker(&m);
+        }
+    }
+
+    /// A copy of the whole region (for crash-state images and tests).
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = vec![0u8; self.len as usize];
+        self.read(0, &mut v);
+        v
+    }
+
+    /// Overwrites the region with `bytes` (uncounted, untraced: test setup only).
+    pub fn load_image(&self, bytes: &[u8]) {
+        let n = bytes.len().min(self.len as usize);
+        let p = self.ptr(0, n as u64);
+        // SAFETY: `p` valid for `n` bytes; source is a distinct allocation.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), p, n) };
+    }
+
+    /// msync the mapping (for file images: pushes pages to the file; used at unmount).
+    pub fn sync_to_file(&self) {
+        if self.mode == MapMode::Anonymous {
+            return;
+        }
+        // SAFETY: msync over exactly our mapping.
+        unsafe {
+            libc::msync(
+                self.base as *mut libc::c_void,
+                self.len as usize,
+                libc::MS_SYNC,
+            );
+        }
+    }
+}
+
+fn region_len(file: &File) -> std::io::Result<u64> {
+    let meta = file.metadata()?;
+    if meta.file_type().is_file() {
+        return Ok(meta.len());
+    }
+    // A device: ask for its size by seeking to the end.
+    use std::io::{Seek, SeekFrom};
+    let mut f = file.try_clone()?;
+    f.seek(SeekFrom::End(0))
+}
+
+#[cfg(target_arch = "x86_64")]
+fn has_cx16() -> bool {
+    std::arch::is_x86_feature_detected!("cmpxchg16b")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn has_cx16() -> bool {
+    false
+}
+
+/// # Safety
+/// `p` must be 16-byte aligned, mapped and writable; the CPU must have cmpxchg16b.
+#[cfg(target_arch = "x86_64")]
+unsafe fn store_u128_cx16(p: *mut u128, v: u128) {
+    let lo = v as u64;
+    let hi = (v >> 64) as u64;
+    // SAFETY: the caller guarantees alignment and mapping. The loop reads the current
+    // value into rdx:rax (first cmpxchg16b fails and loads it), then retries until
+    // the compare succeeds, which stores rcx:rbx atomically. rbx is reserved by LLVM,
+    // so it is swapped in and out around the instruction.
+    unsafe {
+        std::arch::asm!(
+            "xchg {lo}, rbx",
+            "2:",
+            "lock cmpxchg16b [{p}]",
+            "jne 2b",
+            "xchg {lo}, rbx",
+            p = in(reg) p,
+            lo = inout(reg) lo => _,
+            in("rcx") hi,
+            inout("rax") 0u64 => _,
+            inout("rdx") 0u64 => _,
+            options(nostack)
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::{Event, RecordingTracer};
+
+    #[test]
+    fn counters_count_exactly() {
+        let pm = Pm::anonymous(1 << 20).unwrap();
+        let before = pm.thread_counters();
+        pm.write(100, &[1u8; 100]); // lines 64..128..192..256 → 3 lines
+        pm.flush(100, 100);
+        pm.fence();
+        pm.store_u64(4096, 7);
+        pm.persist(4096, 8);
+        let d = pm.thread_counters().since(&before);
+        assert_eq!(d.bytes_written, 108);
+        assert_eq!(d.flushes, 3 + 1);
+        assert_eq!(d.fences, 2);
+        let mut b = [0u8; 4];
+        pm.read(100, &mut b);
+        assert_eq!(b, [1; 4]);
+        assert_eq!(pm.read_u64(4096), 7);
+    }
+
+    #[test]
+    fn recording_tracer_sees_every_event_in_order() {
+        let mut pm = Pm::anonymous(1 << 16).unwrap();
+        let rec = Arc::new(RecordingTracer::new());
+        pm.set_tracer(Some(rec.clone()));
+        pm.marker(Marker::OpBegin("w".into()));
+        pm.write(0, b"abc");
+        pm.flush(0, 3);
+        pm.fence();
+        pm.store_u128(64, 0x1122_3344_5566_7788_99aa_bbcc_ddee_ff00);
+        pm.marker(Marker::OpEnd("w".into()));
+        let ev = rec.take();
+        assert_eq!(
+            ev,
+            vec![
+                Event::Marker(Marker::OpBegin("w".into())),
+                Event::Store {
+                    off: 0,
+                    data: b"abc".to_vec(),
+                    kind: StoreKind::Cached
+                },
+                Event::Flush { line: 0 },
+                Event::Fence,
+                Event::Store {
+                    off: 64,
+                    data: 0x1122_3344_5566_7788_99aa_bbcc_ddee_ff00u128
+                        .to_le_bytes()
+                        .to_vec(),
+                    kind: StoreKind::Atomic16
+                },
+                Event::Marker(Marker::OpEnd("w".into())),
+            ]
+        );
+        let mut b = [0u8; 16];
+        pm.read(64, &mut b);
+        assert_eq!(
+            u128::from_le_bytes(b),
+            0x1122_3344_5566_7788_99aa_bbcc_ddee_ff00
+        );
+    }
+
+    #[test]
+    fn nt_copy_handles_unaligned_edges() {
+        let pm = Pm::anonymous(1 << 16).unwrap();
+        let data: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
+        pm.write_nt(3, &data);
+        pm.fence();
+        let mut back = vec![0u8; 1000];
+        pm.read(3, &mut back);
+        assert_eq!(back, data);
+        assert_eq!(pm.thread_counters().bytes_written, 1000);
+    }
+
+    #[test]
+    fn file_image_roundtrip_and_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("img");
+        {
+            let pm = Pm::create(&path, 1 << 20).unwrap();
+            pm.write(10, b"hello");
+            pm.persist(10, 5);
+        }
+        let pm = Pm::open(&path, true).unwrap();
+        let mut b = [0u8; 5];
+        pm.read(10, &mut b);
+        assert_eq!(&b, b"hello");
+        assert!(matches!(Pm::open(&path, true), Err(PmError::Busy { .. })));
+        assert!(pm.check(1 << 20, 1).is_err());
+        assert!(pm.check(0, 1 << 20).is_ok());
+    }
+
+    #[test]
+    fn missing_and_empty_images_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            Pm::open(&dir.path().join("nope"), false),
+            Err(PmError::Io { .. })
+        ));
+        let p = dir.path().join("empty");
+        std::fs::write(&p, b"").unwrap();
+        assert!(matches!(
+            Pm::open(&p, false),
+            Err(PmError::TooSmall { .. })
+        ));
+    }
+}

@@ -1,0 +1,94 @@
+//! The tracing seam: a [`Tracer`] sees every store, flush, fence and marker.
+
+use std::sync::Mutex;
+
+/// How a store reached PM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreKind {
+    /// Ordinary cached store: durable only after a flush of its line and a fence.
+    Cached,
+    /// Non-temporal store: durable after the next fence.
+    NonTemporal,
+    /// Aligned 8-byte atomic store (never torn).
+    Atomic8,
+    /// Aligned 16-byte atomic store (cmpxchg16b; never torn in the crash model).
+    Atomic16,
+}
+
+/// Operation boundaries, so a trace can be cut into operations.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Marker {
+    OpBegin(String),
+    OpEnd(String),
+}
+
+/// One recorded event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    Store {
+        off: u64,
+        data: Vec<u8>,
+        kind: StoreKind,
+    },
+    Flush {
+        line: u64,
+    },
+    Fence,
+    Marker(Marker),
+}
+
+/// Receives every PM event of a region. Called synchronously, in program order of the
+/// calling thread.
+pub trait Tracer: Send + Sync {
+    fn store(&self, off: u64, data: &[u8], kind: StoreKind);
+    /// `line` is the byte offset of the flushed cache line (64-byte aligned).
+    fn flush(&self, line: u64);
+    fn fence(&self);
+    fn marker(&self, m: &Marker);
+}
+
+/// A tracer that keeps every event in memory.
+#[derive(Default)]
+pub struct RecordingTracer {
+    events: Mutex<Vec<Event>>,
+}
+
+impl RecordingTracer {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Takes the recorded events, leaving the recorder empty.
+    pub fn take(&self) -> Vec<Event> {
+        match self.events.lock() {
+            Ok(mut g) => std::mem::take(&mut *g),
+            Err(p) => std::mem::take(&mut *p.into_inner()),
+        }
+    }
+
+    fn push(&self, e: Event) {
+        match self.events.lock() {
+            Ok(mut g) => g.push(e),
+            Err(p) => p.into_inner().push(e),
+        }
+    }
+}
+
+impl Tracer for RecordingTracer {
+    fn store(&self, off: u64, data: &[u8], kind: StoreKind) {
+        self.push(Event::Store {
+            off,
+            data: data.to_vec(),
+            kind,
+        });
+    }
+    fn flush(&self, line: u64) {
+        self.push(Event::Flush { line });
+    }
+    fn fence(&self) {
+        self.push(Event::Fence);
+    }
+    fn marker(&self, m: &Marker) {
+        self.push(Event::Marker(m.clone()));
+    }
+}
