@@ -1,56 +1,604 @@
-//! The engine's public handle: [`Fs`], `mkfs` and `mount`.
+//! The engine's public handle: [`Fs`], `mkfs` and `mount`, and the commit machinery
+//! every operation shares.
 
-use crate::error::Result;
+use crate::error::{FsError, Result};
+use crate::format::{
+    encode_inode_static, Entry, Geometry, BLOCK, INO_HEAD_OFF, INO_TAIL_OFF, INO_VALID_OFF,
+    SB_REPLICA_BLOCK, SB_STATE_OFF, STATE_CLEAN,
+};
+use crate::inode::{Inode, InodeState};
+use crate::journal::Journals;
+use crate::lock::FileLock;
+use crate::log::{init_page, LogState};
+use crate::recovery::{self, Mode};
+use crate::space::{Run, Space};
 use crate::types::*;
+use parking_lot::{ArcMutexGuard, Mutex, RawMutex, RwLock};
+use pm::Pm;
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Largest file size (bytes).
+pub(crate) const MAX_FILE_SIZE: u64 = 1 << 44;
+/// Largest link count.
+pub(crate) const LINK_MAX: u32 = 65000;
+
+const SHARDS: usize = 64;
+
+pub(crate) type Guard = ArcMutexGuard<RawMutex, InodeState>;
+
+/// DRAM inode table: sharded map plus per-CPU free inode lists.
+pub(crate) struct InodeTable {
+    shards: Vec<RwLock<HashMap<Ino, Arc<Inode>>>>,
+    free: Vec<Mutex<Vec<Ino>>>,
+    used: AtomicU64,
+}
 
 /// A mounted mnemofs. Safe for concurrent callers (`&self` everywhere).
-pub struct Fs {}
+pub struct Fs {
+    pub(crate) pm: Pm,
+    pub(crate) geo: Geometry,
+    pub(crate) space: Space,
+    pub(crate) journals: Journals,
+    pub(crate) table: InodeTable,
+    pub(crate) opts: MountOptions,
+    pub(crate) clean_mount: bool,
+    /// Serializes renames (like the VFS rename mutex) so that directory-loop checks
+    /// see a stable tree.
+    pub(crate) rename_lock: Mutex<()>,
+}
 
 /// Formats `path` (created when missing) as an empty mnemofs.
 pub fn mkfs(path: &Path, opts: &MkfsOptions) -> Result<()> {
-    let _ = (path, opts);
-    todo!()
+    let cpus = if opts.cpus == 0 {
+        std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(1)
+    } else {
+        opts.cpus
+    };
+    let geo = Geometry::compute(opts.size, cpus, opts.inodes)?;
+    if !opts.force {
+        if let Ok(existing) = Pm::open(path, false) {
+            let mut scratch = Vec::new();
+            if recovery::read_superblock(&existing, &mut scratch).is_ok() {
+                return Err(FsError::AlreadyFormatted {
+                    path: path.to_path_buf(),
+                });
+            }
+        }
+    }
+    let pm = Pm::create(path, opts.size)?;
+    format(&pm, &geo);
+    pm.sync_to_file();
+    Ok(())
+}
+
+/// Writes an empty file system onto `pm`.
+pub(crate) fn format(pm: &Pm, geo: &Geometry) {
+    // Metadata area: superblocks, journals, free list, inode table.
+    pm.zero(0, geo.data_start * BLOCK);
+    pm.flush(0, geo.data_start * BLOCK);
+    // Root directory: slot, one log page with its initial attributes.
+    let root_page = geo.data_start;
+    init_page(pm, root_page, ROOT_INO);
+    let now = Timespec::now();
+    // SAFETY: getuid/getgid have no preconditions.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let entries = [
+        Entry::SetAttr {
+            mode: libc::S_IFDIR | 0o755,
+            uid,
+            gid,
+            rdev: 0,
+            size: 0,
+            atime: now,
+            mtime: now,
+            ctime: now,
+            flags: 0,
+        },
+        Entry::Link {
+            nlink: 2,
+            ctime: now,
+        },
+    ];
+    let mut pos = root_page * BLOCK;
+    for e in &entries {
+        let mut body = e.encode();
+        let cw = crate::format::commit_word(&body);
+        body[0..8].copy_from_slice(&cw.to_le_bytes());
+        pm.write(pos, &body);
+        pm.flush(pos, body.len() as u64);
+        pos += body.len() as u64;
+    }
+    let ioff = geo.inode_off(ROOT_INO);
+    let slot = encode_inode_static(ROOT_INO, FileKind::Directory);
+    pm.write(ioff + 24, &slot[24..]);
+    pm.store_u64(ioff + INO_HEAD_OFF, root_page);
+    pm.store_u64(ioff + INO_TAIL_OFF, pos);
+    pm.store_u64(ioff + INO_VALID_OFF, 1);
+    pm.flush(ioff, 128);
+    recovery::save_freelist(pm, geo, &[(geo.data_start + 1, geo.data_blocks() - 1)]);
+    // Fence: root inode, its log and the free list are durable before the superblock
+    // that makes the image a mnemofs.
+    pm.fence();
+    let sb = geo.encode();
+    pm.write(SB_REPLICA_BLOCK * BLOCK, &sb);
+    pm.flush(SB_REPLICA_BLOCK * BLOCK, sb.len() as u64);
+    pm.write(0, &sb);
+    pm.flush(0, sb.len() as u64);
+    pm.store_u64(SB_STATE_OFF, STATE_CLEAN);
+    pm.flush(SB_STATE_OFF, 8);
+    // Fence: the superblocks and the clean state are durable before mkfs returns.
+    pm.fence();
 }
 
 /// Mounts the image at `path`, running recovery if it was not cleanly unmounted.
 pub fn mount(path: &Path, opts: &MountOptions) -> Result<Fs> {
-    let _ = (path, opts);
-    todo!()
+    let pm = Pm::open(path, opts.exclusive)?;
+    Fs::from_pm(pm, opts)
 }
 
-#[allow(unused_variables)]
 impl Fs {
+    /// Mounts an already mapped region (tests and the crash explorer use anonymous
+    /// copies).
+    pub fn from_pm(pm: Pm, opts: &MountOptions) -> Result<Fs> {
+        let loaded = recovery::load(&pm, Mode::Mount)?;
+        let geo = loaded.geo;
+        let space = Space::empty(geo);
+        for &(s, l) in &loaded.free {
+            space.free_run(s, l);
+        }
+        let table = InodeTable {
+            shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
+            free: (0..geo.cpus).map(|_| Mutex::new(Vec::new())).collect(),
+            used: AtomicU64::new(loaded.states.len() as u64),
+        };
+        let mut free_inos = loaded.free_inos;
+        // Lowest numbers are handed out first.
+        free_inos.sort_unstable_by(|a, b| b.cmp(a));
+        for ino in free_inos {
+            table.free[geo.ino_cpu(ino) as usize].lock().push(ino);
+        }
+        for (ino, st) in loaded.states {
+            let inode = Arc::new(Inode {
+                ino,
+                state: Arc::new(Mutex::new(st)),
+                data: FileLock::new(opts.lock),
+                opens: AtomicU32::new(0),
+            });
+            table.shards[ino as usize % SHARDS]
+                .write()
+                .insert(ino, inode);
+        }
+        Ok(Fs {
+            journals: Journals::new(&geo),
+            pm,
+            geo,
+            space,
+            table,
+            opts: opts.clone(),
+            clean_mount: loaded.clean,
+            rename_lock: Mutex::new(()),
+        })
+    }
+
     /// Saves the free lists, marks the image clean and unmaps it.
-    pub fn unmount(self) -> Result<()> { todo!() }
-    pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Attr> { todo!() }
-    pub fn getattr(&self, ino: Ino) -> Result<Attr> { todo!() }
-    pub fn setattr(&self, ino: Ino, req: &SetAttr) -> Result<Attr> { todo!() }
-    /// `mode` includes the `S_IFMT` bits (regular, fifo, socket, char/block device).
-    pub fn mknod(&self, parent: Ino, name: &[u8], mode: u32, rdev: u32, uid: u32, gid: u32) -> Result<Attr> { todo!() }
-    /// Creates a regular file; `mode` holds the permission bits.
-    pub fn create(&self, parent: Ino, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> { todo!() }
-    pub fn mkdir(&self, parent: Ino, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> { todo!() }
-    pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<()> { todo!() }
-    pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<()> { todo!() }
-    pub fn rename(&self, parent: Ino, name: &[u8], newparent: Ino, newname: &[u8], flags: RenameFlags) -> Result<()> { todo!() }
-    pub fn link(&self, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> { todo!() }
-    pub fn symlink(&self, parent: Ino, name: &[u8], target: &[u8], uid: u32, gid: u32) -> Result<Attr> { todo!() }
-    pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> { todo!() }
-    /// Entries after `offset` (0 = from the start; "." and ".." come first), at most `max`.
-    pub fn readdir(&self, ino: Ino, offset: u64, max: usize) -> Result<Vec<DirEntry>> { todo!() }
+    pub fn unmount(self) -> Result<()> {
+        let runs = self.space.extents();
+        if recovery::save_freelist(&self.pm, &self.geo, &runs) {
+            // Fence: the saved free list is durable before the state word that says
+            // it may be trusted.
+            self.pm.fence();
+            self.pm.store_u64(SB_STATE_OFF, STATE_CLEAN);
+            self.pm.flush(SB_STATE_OFF, 8);
+            // Fence: the clean state is durable before unmount returns.
+            self.pm.fence();
+        }
+        self.pm.sync_to_file();
+        Ok(())
+    }
+
+    /// The mapped region (for tests and tools that inspect PM directly).
+    pub fn pm(&self) -> &Pm {
+        &self.pm
+    }
+
+    pub fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+
+    // ------------------------------------------------------------ inode table --
+
+    pub(crate) fn get(&self, ino: Ino) -> Result<Arc<Inode>> {
+        if !self.geo.valid_ino(ino) {
+            return Err(FsError::NotFound);
+        }
+        self.table.shards[ino as usize % SHARDS]
+            .read()
+            .get(&ino)
+            .cloned()
+            .ok_or(FsError::NotFound)
+    }
+
+    pub(crate) fn lock(&self, ino: Ino) -> Result<(Arc<Inode>, Guard)> {
+        let inode = self.get(ino)?;
+        let g = inode.state.lock_arc();
+        if g.dead {
+            return Err(FsError::NotFound);
+        }
+        Ok((inode, g))
+    }
+
+    /// Locks several inodes in ascending inode order (the global lock order).
+    pub(crate) fn lock_many(&self, inos: &[Ino]) -> Result<Vec<(Arc<Inode>, Guard)>> {
+        let mut v: Vec<Ino> = inos.to_vec();
+        v.sort_unstable();
+        v.dedup();
+        let mut out = Vec::with_capacity(v.len());
+        for ino in v {
+            out.push(self.lock(ino)?);
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn alloc_ino(&self) -> Result<Ino> {
+        // SAFETY: sched_getcpu has no preconditions.
+        let c = unsafe { libc::sched_getcpu() };
+        let n = self.table.free.len();
+        let first = if c < 0 { 0 } else { c as usize % n };
+        for k in 0..n {
+            if let Some(ino) = self.table.free[(first + k) % n].lock().pop() {
+                self.table.used.fetch_add(1, Ordering::Relaxed);
+                return Ok(ino);
+            }
+        }
+        Err(FsError::NoSpace)
+    }
+
+    pub(crate) fn release_ino(&self, ino: Ino) {
+        self.table.free[self.geo.ino_cpu(ino) as usize]
+            .lock()
+            .push(ino);
+        self.table.used.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn insert_inode(&self, st: InodeState) -> Arc<Inode> {
+        let ino = st.ino;
+        let inode = Arc::new(Inode {
+            ino,
+            state: Arc::new(Mutex::new(st)),
+            data: FileLock::new(self.opts.lock),
+            opens: AtomicU32::new(0),
+        });
+        self.table.shards[ino as usize % SHARDS]
+            .write()
+            .insert(ino, inode.clone());
+        inode
+    }
+
+    /// Writes the static part of a free inode slot (harmless while `valid` is 0).
+    pub(crate) fn write_slot(&self, ino: Ino, kind: FileKind) {
+        let ioff = self.geo.inode_off(ino);
+        let slot = encode_inode_static(ino, kind);
+        self.pm.write(ioff + 24, &slot[24..]);
+        self.pm.flush(ioff + 24, 104);
+    }
+
+    // ----------------------------------------------------------------- commit --
+
+    /// Appends `entries` to each inode's log and makes them visible atomically:
+    /// one tail store for a single inode, the lite journal for several (plus the
+    /// `extra` in-place words). Then applies them to DRAM, frees what they made
+    /// unreachable and runs GC. Data pages and inode slots the entries refer to must
+    /// already be flushed: the first fence here orders them too.
+    pub(crate) fn commit(
+        &self,
+        parts: &mut [(&mut InodeState, Vec<Entry>)],
+        extra: &[(u64, u64)],
+    ) -> Result<()> {
+        let mut staged = Vec::with_capacity(parts.len());
+        for (st, entries) in parts.iter() {
+            match st.log.stage(&self.pm, &self.space, st.ino, entries) {
+                Ok(s) => staged.push(s),
+                Err(e) => {
+                    for s in staged {
+                        s.abandon(&self.space);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        let mut words = Vec::with_capacity(parts.len() * 2 + extra.len());
+        for ((st, _), s) in parts.iter().zip(&staged) {
+            let ioff = self.geo.inode_off(st.ino);
+            if let Some(h) = s.new_head {
+                words.push((ioff + INO_HEAD_OFF, h));
+            }
+            words.push((ioff + INO_TAIL_OFF, s.new_tail));
+        }
+        words.extend_from_slice(extra);
+        if words.len() == 1 {
+            // Fence: data pages and entries (bodies and commit marks) are durable
+            // before the tail that exposes them.
+            self.pm.fence();
+            self.pm.store_u64(words[0].0, words[0].1);
+            self.pm.flush(words[0].0, 8);
+            // Fence: the new tail is durable before the operation returns.
+            self.pm.fence();
+        } else if let Err(e) = self.journals.run(&self.pm, &words) {
+            for s in staged {
+                s.abandon(&self.space);
+            }
+            return Err(e);
+        }
+        let mut freed: Vec<Run> = Vec::new();
+        for ((st, entries), s) in parts.iter_mut().zip(&staged) {
+            st.log.commit(s);
+            for (e, &off) in entries.iter().zip(&s.offsets) {
+                freed.extend(st.apply(off, e));
+            }
+        }
+        self.space.free_runs(&freed);
+        for (st, _) in parts.iter_mut() {
+            self.gc(st);
+        }
+        Ok(())
+    }
+
+    /// Log GC after a commit: fast GC always, thorough GC when the log is mostly dead.
+    pub(crate) fn gc(&self, st: &mut InodeState) {
+        if st.dead {
+            return;
+        }
+        let freed = st.log.fast_gc(&self.pm, self.geo.inode_off(st.ino));
+        for p in freed {
+            self.space.free_run(p, 1);
+        }
+        if st.log.wants_compaction() {
+            // A failed compaction (no space for the new chain) leaves the old log
+            // intact and correct; it is retried after the next commit.
+            let _ = self.compact(st);
+        }
+    }
+
+    /// Thorough GC: writes the live state as a fresh chain, switches head and tail
+    /// through the journal, frees the old chain.
+    pub(crate) fn compact(&self, st: &mut InodeState) -> Result<()> {
+        let entries = st.snapshot_entries();
+        let fresh = LogState::default();
+        let staged = fresh.stage(&self.pm, &self.space, st.ino, &entries)?;
+        let ioff = self.geo.inode_off(st.ino);
+        let Some(head) = staged.new_head else {
+            staged.abandon(&self.space);
+            return Err(FsError::Invalid("empty compaction"));
+        };
+        let words = [
+            (ioff + INO_HEAD_OFF, head),
+            (ioff + INO_TAIL_OFF, staged.new_tail),
+        ];
+        if let Err(e) = self.journals.run(&self.pm, &words) {
+            staged.abandon(&self.space);
+            return Err(e);
+        }
+        let mut ns = InodeState::new(st.ino, st.kind);
+        ns.parent = st.parent;
+        ns.log.commit(&staged);
+        for (e, &off) in entries.iter().zip(&staged.offsets) {
+            ns.apply(off, e);
+        }
+        if let (Some(nd), Some(od)) = (ns.dir.as_mut(), st.dir.as_ref()) {
+            nd.next_cookie = nd.next_cookie.max(od.next_cookie);
+        }
+        let old_pages = std::mem::take(&mut st.log.pages);
+        *st = ns;
+        for p in old_pages {
+            self.space.free_run(p, 1);
+        }
+        Ok(())
+    }
+
+    /// Frees an inode whose link count is 0 and which nobody has open.
+    pub(crate) fn maybe_free(&self, ino: Ino) {
+        let Ok(inode) = self.get(ino) else { return };
+        let _d = inode.data.write(0, u64::MAX);
+        let mut st = inode.state.lock();
+        if st.dead || st.nlink > 0 || inode.opens.load(Ordering::Acquire) > 0 || ino == ROOT_INO {
+            return;
+        }
+        let ioff = self.geo.inode_off(ino);
+        self.pm.store_u64(ioff + INO_VALID_OFF, 0);
+        self.pm.flush(ioff + INO_VALID_OFF, 8);
+        // Fence: the inode is free on PM before its blocks can be reused.
+        self.pm.fence();
+        st.dead = true;
+        let mut runs: Vec<Run> = Vec::new();
+        for b in st.data_blocks() {
+            crate::inode::push_run(&mut runs, b);
+        }
+        for &p in &st.log.pages {
+            runs.push((p, 1));
+        }
+        st.pages.clear();
+        st.log.pages.clear();
+        drop(st);
+        self.space.free_runs(&runs);
+        self.table.shards[ino as usize % SHARDS]
+            .write()
+            .remove(&ino);
+        self.release_ino(ino);
+    }
+
+    // ------------------------------------------------------------- attributes --
+
+    pub fn getattr(&self, ino: Ino) -> Result<Attr> {
+        let (_i, st) = self.lock(ino)?;
+        Ok(st.attr())
+    }
+
+    pub fn setattr(&self, ino: Ino, req: &SetAttr) -> Result<Attr> {
+        let inode = self.get(ino)?;
+        let _d = req.size.map(|_| inode.data.write(0, u64::MAX));
+        let mut st = inode.state.lock_arc();
+        if st.dead {
+            return Err(FsError::NotFound);
+        }
+        let now = Timespec::now();
+        let mut entries = Vec::new();
+        let mut flags = 0;
+        let mut cow_block = None;
+        let old_size = st.size;
+        if let Some(size) = req.size {
+            match st.kind {
+                FileKind::Regular => {}
+                FileKind::Directory => return Err(FsError::IsDir),
+                _ => return Err(FsError::Invalid("size change of a special file")),
+            }
+            if size > MAX_FILE_SIZE {
+                return Err(FsError::TooBig);
+            }
+            if size < old_size {
+                flags = crate::format::SETATTR_SHRINK;
+                // The partial last page keeps only the bytes below the new size, so
+                // that a later extension reads zeros there.
+                if let Some((e, block)) = self.cow_zero_tail(&st, size)? {
+                    entries.push(e);
+                    cow_block = Some(block);
+                }
+            }
+        }
+        let mut snap = st.setattr_entry(flags);
+        if let Entry::SetAttr {
+            mode,
+            uid,
+            gid,
+            size,
+            atime,
+            mtime,
+            ctime,
+            ..
+        } = &mut snap
+        {
+            if let Some(m) = req.mode {
+                *mode = (*mode & libc::S_IFMT) | (m & 0o7777);
+            }
+            if let Some(u) = req.uid {
+                *uid = u;
+            }
+            if let Some(g) = req.gid {
+                *gid = g;
+            }
+            if let Some(s) = req.size {
+                *size = s;
+            }
+            if let Some(a) = req.atime {
+                *atime = a;
+            }
+            if let Some(m) = req.mtime {
+                *mtime = m;
+            }
+            *ctime = req.ctime.unwrap_or(now);
+        }
+        entries.push(snap);
+        if let Err(e) = self.commit(&mut [(&mut *st, entries)], &[]) {
+            if let Some(b) = cow_block {
+                self.space.free_run(b, 1);
+            }
+            return Err(e);
+        }
+        Ok(st.attr())
+    }
+
+    pub fn statfs(&self) -> StatFs {
+        let free = self.space.free_blocks();
+        let ifree: u64 = self.table.free.iter().map(|f| f.lock().len() as u64).sum();
+        StatFs {
+            block_size: BLOCK as u32,
+            blocks: self.geo.data_blocks(),
+            blocks_free: free,
+            blocks_avail: free,
+            files: self.geo.inode_count,
+            files_free: ifree,
+            name_max: NAME_MAX as u32,
+        }
+    }
+
+    pub fn stats(&self) -> FsStats {
+        let c = self.pm.counters();
+        let mut log_pages = 0;
+        let mut data_pages = 0;
+        // Collect handles first: a shard lock is never held while waiting for an
+        // inode lock (creators hold an inode lock while inserting into a shard).
+        let inodes: Vec<Arc<Inode>> = self
+            .table
+            .shards
+            .iter()
+            .flat_map(|sh| sh.read().values().cloned().collect::<Vec<_>>())
+            .collect();
+        for inode in inodes {
+            let st = inode.state.lock();
+            log_pages += st.log.pages.len() as u64;
+            data_pages += st.pages.len() as u64;
+        }
+        FsStats {
+            size_bytes: self.geo.total_blocks * BLOCK,
+            block_size: BLOCK as u32,
+            total_blocks: self.geo.total_blocks,
+            data_blocks: self.geo.data_blocks(),
+            free_blocks: self.space.free_blocks(),
+            free_blocks_per_cpu: self.space.per_cpu_free(),
+            cpus: self.geo.cpus,
+            inodes_total: self.geo.inode_count,
+            inodes_used: self.table.used.load(Ordering::Relaxed),
+            log_pages,
+            data_pages,
+            pm_bytes_written: c.bytes_written,
+            pm_flushes: c.flushes,
+            pm_fences: c.fences,
+            flush_instruction: self.pm.flush_kind().name().to_string(),
+            map_mode: format!("{:?}", self.pm.map_mode()),
+            lock_mode: self.opts.lock.name().to_string(),
+            small_write_mode: self.opts.small_write.name().to_string(),
+            clean_mount: self.clean_mount,
+        }
+    }
+
+    pub fn pm_counters(&self) -> pm::CounterSnapshot {
+        self.pm.counters()
+    }
+
+    /// Bytes of log pages held by `ino`'s log.
+    pub fn log_bytes(&self, ino: Ino) -> Result<u64> {
+        let (_i, st) = self.lock(ino)?;
+        Ok(st.log.bytes())
+    }
+
     /// Pins the inode: an unlinked file stays readable and writable until `release`.
-    pub fn open(&self, ino: Ino) -> Result<()> { todo!() }
-    pub fn release(&self, ino: Ino) -> Result<()> { todo!() }
-    pub fn read(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize> { todo!() }
-    pub fn write(&self, ino: Ino, offset: u64, data: &[u8]) -> Result<usize> { todo!() }
-    /// O_APPEND: writes at the end of file atomically; returns the offset written at.
-    pub fn append(&self, ino: Ino, data: &[u8]) -> Result<u64> { todo!() }
-    /// `mode`: 0 or `FALLOC_FL_KEEP_SIZE` (allocate), `FALLOC_FL_PUNCH_HOLE|KEEP_SIZE`.
-    pub fn fallocate(&self, ino: Ino, offset: u64, len: u64, mode: i32) -> Result<()> { todo!() }
+    pub fn open(&self, ino: Ino) -> Result<()> {
+        let inode = self.get(ino)?;
+        let st = inode.state.lock();
+        if st.dead {
+            return Err(FsError::NotFound);
+        }
+        inode.opens.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    pub fn release(&self, ino: Ino) -> Result<()> {
+        let inode = self.get(ino)?;
+        let prev = inode
+            .opens
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+        if prev == Ok(1) {
+            self.maybe_free(ino);
+        }
+        Ok(())
+    }
+
     /// Every returned operation is already durable; kept for API symmetry.
-    pub fn fsync(&self, ino: Ino) -> Result<()> { todo!() }
-    pub fn statfs(&self) -> StatFs { todo!() }
-    pub fn stats(&self) -> FsStats { todo!() }
-    pub fn pm_counters(&self) -> pm::CounterSnapshot { todo!() }
+    pub fn fsync(&self, ino: Ino) -> Result<()> {
+        self.get(ino).map(|_| ())
+    }
 }

@@ -1,1 +1,378 @@
-//! todo
+//! DRAM inode state, rebuilt from the inode's log.
+//!
+//! [`InodeState::apply`] is the single place where a log entry changes DRAM state: the
+//! running file system calls it after committing an entry, and recovery calls it while
+//! replaying the log, so both always agree. It also does the liveness accounting that
+//! fast GC relies on:
+//! - a `Write` entry dies when every page it mapped was overwritten or truncated away;
+//! - a `SetAttr` dies when a later `SetAttr` comes, unless it shrank the file (then it
+//!   is *pinned*: dropping it could resurrect truncated pages);
+//! - a `Link` dies when a later `Link` comes;
+//! - a dentry `add` dies when its name is removed; dentry `remove` entries and hole
+//!   punches are pinned.
+//!
+//! Pinned entries only go away in thorough GC, which rewrites the state from scratch.
+
+use crate::format::{Entry, BLOCK, DENTRY_ADD, SETATTR_SHRINK};
+use crate::lock::FileLock;
+use crate::log::LogState;
+use crate::space::Run;
+use crate::types::{Attr, FileKind, Ino, Timespec};
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::AtomicU32;
+
+/// A page of file data: where it is, and which entry mapped it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PageRef {
+    pub block: u64,
+    pub entry: u64,
+}
+
+/// One name in a directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct DirSlot {
+    pub ino: Ino,
+    pub cookie: u64,
+    pub kind: FileKind,
+    pub entry: u64,
+}
+
+/// First cookie given to a name; 1 and 2 are "." and "..".
+pub(crate) const FIRST_COOKIE: u64 = 3;
+
+#[derive(Debug)]
+pub(crate) struct DirState {
+    pub names: HashMap<Vec<u8>, DirSlot>,
+    pub order: BTreeMap<u64, Vec<u8>>,
+    pub next_cookie: u64,
+    pub subdirs: u32,
+}
+
+impl Default for DirState {
+    fn default() -> Self {
+        DirState {
+            names: HashMap::new(),
+            order: BTreeMap::new(),
+            next_cookie: FIRST_COOKIE,
+            subdirs: 0,
+        }
+    }
+}
+
+/// A live entry that can die: its size and how many things keep it alive.
+#[derive(Clone, Copy, Debug)]
+struct Live {
+    units: u64,
+    refs: u32,
+}
+
+#[derive(Debug)]
+pub(crate) struct InodeState {
+    pub ino: Ino,
+    pub kind: FileKind,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub rdev: u32,
+    pub size: u64,
+    pub nlink: u32,
+    pub atime: Timespec,
+    pub mtime: Timespec,
+    pub ctime: Timespec,
+    pub log: LogState,
+    pub pages: BTreeMap<u64, PageRef>,
+    pub dir: Option<DirState>,
+    /// Parent directory (directories only).
+    pub parent: Ino,
+    /// Freed: the slot may be reused; every handle to this state is stale.
+    pub dead: bool,
+    live: HashMap<u64, Live>,
+    last_setattr: Option<u64>,
+    last_link: Option<u64>,
+}
+
+impl InodeState {
+    pub fn new(ino: Ino, kind: FileKind) -> InodeState {
+        InodeState {
+            ino,
+            kind,
+            mode: kind.mode_bits(),
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+            size: 0,
+            nlink: 0,
+            atime: Timespec::default(),
+            mtime: Timespec::default(),
+            ctime: Timespec::default(),
+            log: LogState::default(),
+            pages: BTreeMap::new(),
+            dir: (kind == FileKind::Directory).then(DirState::default),
+            parent: 0,
+            dead: false,
+            live: HashMap::new(),
+            last_setattr: None,
+            last_link: None,
+        }
+    }
+
+    pub fn attr(&self) -> Attr {
+        Attr {
+            ino: self.ino,
+            kind: self.kind,
+            mode: self.mode,
+            nlink: self.nlink,
+            uid: self.uid,
+            gid: self.gid,
+            size: self.size,
+            blocks: self.pages.len() as u64,
+            rdev: self.rdev,
+            atime: self.atime,
+            mtime: self.mtime,
+            ctime: self.ctime,
+        }
+    }
+
+    fn add_live(&mut self, off: u64, units: u64, refs: u32) {
+        self.log.add_live(off, units);
+        if refs > 0 {
+            self.live.insert(off, Live { units, refs });
+        }
+    }
+
+    /// Drops one reference of the entry at `off`; the entry dies at zero.
+    fn unref(&mut self, off: u64) {
+        if let Some(l) = self.live.get_mut(&off) {
+            l.refs -= 1;
+            if l.refs == 0 {
+                let units = l.units;
+                self.live.remove(&off);
+                self.log.kill(off, units);
+            }
+        }
+    }
+
+    /// Unmaps pages `from..` (truncation); returns their blocks.
+    fn drop_pages_from(&mut self, from: u64, freed: &mut Vec<Run>) {
+        let gone: Vec<u64> = self.pages.range(from..).map(|(&k, _)| k).collect();
+        for k in gone {
+            if let Some(pr) = self.pages.remove(&k) {
+                push_run(freed, pr.block);
+                self.unref(pr.entry);
+            }
+        }
+    }
+
+    /// Applies a committed entry found at PM offset `off`. Returns the data blocks it
+    /// made unreachable (to be freed by the running file system; ignored in replay).
+    pub fn apply(&mut self, off: u64, e: &Entry) -> Vec<Run> {
+        let mut freed = Vec::new();
+        let units = e.units();
+        match e {
+            Entry::Write {
+                pgoff,
+                block,
+                npages,
+                size_after,
+                mtime,
+            } => {
+                if *block == 0 {
+                    // Hole punch: pinned (it hides older mappings).
+                    self.add_live(off, units, 0);
+                } else {
+                    self.add_live(off, units, *npages);
+                }
+                for i in 0..*npages as u64 {
+                    let old = if *block == 0 {
+                        self.pages.remove(&(pgoff + i))
+                    } else {
+                        self.pages.insert(
+                            pgoff + i,
+                            PageRef {
+                                block: block + i,
+                                entry: off,
+                            },
+                        )
+                    };
+                    if let Some(o) = old {
+                        push_run(&mut freed, o.block);
+                        self.unref(o.entry);
+                    }
+                }
+                self.size = *size_after;
+                self.mtime = *mtime;
+                self.ctime = *mtime;
+            }
+            Entry::SetAttr {
+                mode,
+                uid,
+                gid,
+                rdev,
+                size,
+                atime,
+                mtime,
+                ctime,
+                flags,
+            } => {
+                if let Some(prev) = self.last_setattr.take() {
+                    self.unref(prev);
+                }
+                if flags & SETATTR_SHRINK != 0 {
+                    self.add_live(off, units, 0);
+                } else {
+                    self.add_live(off, units, 1);
+                    self.last_setattr = Some(off);
+                }
+                if *size < self.size {
+                    self.drop_pages_from(size.div_ceil(BLOCK), &mut freed);
+                }
+                self.mode = (self.kind.mode_bits()) | (mode & 0o7777);
+                self.uid = *uid;
+                self.gid = *gid;
+                self.rdev = *rdev;
+                self.size = *size;
+                self.atime = *atime;
+                self.mtime = *mtime;
+                self.ctime = *ctime;
+            }
+            Entry::Link { nlink, ctime } => {
+                if let Some(prev) = self.last_link.take() {
+                    self.unref(prev);
+                }
+                self.add_live(off, units, 1);
+                self.last_link = Some(off);
+                self.nlink = *nlink;
+                self.ctime = *ctime;
+            }
+            Entry::Dentry {
+                op,
+                ino,
+                cookie,
+                kind,
+                time,
+                name,
+            } => {
+                self.mtime = *time;
+                self.ctime = *time;
+                let mut dead_entry = None;
+                let mut pinned = true;
+                if let Some(dir) = self.dir.as_mut() {
+                    if let Some(old) = dir.names.remove(name) {
+                        dir.order.remove(&old.cookie);
+                        if old.kind == FileKind::Directory {
+                            dir.subdirs = dir.subdirs.saturating_sub(1);
+                        }
+                        dead_entry = Some(old.entry);
+                    }
+                    if *op == DENTRY_ADD {
+                        dir.names.insert(
+                            name.clone(),
+                            DirSlot {
+                                ino: *ino,
+                                cookie: *cookie,
+                                kind: *kind,
+                                entry: off,
+                            },
+                        );
+                        dir.order.insert(*cookie, name.clone());
+                        dir.next_cookie = dir.next_cookie.max(cookie + 1);
+                        if *kind == FileKind::Directory {
+                            dir.subdirs += 1;
+                        }
+                        pinned = false;
+                    }
+                }
+                self.add_live(off, units, if pinned { 0 } else { 1 });
+                if let Some(d) = dead_entry {
+                    self.unref(d);
+                }
+            }
+        }
+        freed
+    }
+
+    /// The entries that recreate this inode's current state from nothing (thorough
+    /// GC). Order: data, names, link count, then the attribute snapshot.
+    pub fn snapshot_entries(&self) -> Vec<Entry> {
+        let mut v = Vec::new();
+        let mut it = self.pages.iter().peekable();
+        while let Some((&pg, pr)) = it.next() {
+            let mut n = 1u32;
+            while let Some((&npg, npr)) = it.peek() {
+                if npg == pg + n as u64 && npr.block == pr.block + n as u64 {
+                    n += 1;
+                    it.next();
+                } else {
+                    break;
+                }
+            }
+            v.push(Entry::Write {
+                pgoff: pg,
+                block: pr.block,
+                npages: n,
+                size_after: self.size,
+                mtime: self.mtime,
+            });
+        }
+        if let Some(dir) = &self.dir {
+            for name in dir.order.values() {
+                if let Some(s) = dir.names.get(name) {
+                    v.push(Entry::Dentry {
+                        op: DENTRY_ADD,
+                        ino: s.ino,
+                        cookie: s.cookie,
+                        kind: s.kind,
+                        time: self.mtime,
+                        name: name.clone(),
+                    });
+                }
+            }
+        }
+        v.push(Entry::Link {
+            nlink: self.nlink,
+            ctime: self.ctime,
+        });
+        v.push(self.setattr_entry(0));
+        v
+    }
+
+    /// A SetAttr entry carrying the current attributes.
+    pub fn setattr_entry(&self, flags: u32) -> Entry {
+        Entry::SetAttr {
+            mode: self.mode,
+            uid: self.uid,
+            gid: self.gid,
+            rdev: self.rdev,
+            size: self.size,
+            atime: self.atime,
+            mtime: self.mtime,
+            ctime: self.ctime,
+            flags,
+        }
+    }
+
+    /// Every data block mapped by this inode.
+    pub fn data_blocks(&self) -> impl Iterator<Item = u64> + '_ {
+        self.pages.values().map(|p| p.block)
+    }
+}
+
+/// Appends `block` to `runs`, extending the last run when contiguous.
+pub(crate) fn push_run(runs: &mut Vec<Run>, block: u64) {
+    if let Some(last) = runs.last_mut() {
+        if last.0 + last.1 == block {
+            last.1 += 1;
+            return;
+        }
+    }
+    runs.push((block, 1));
+}
+
+/// An inode in the DRAM table.
+pub(crate) struct Inode {
+    pub ino: Ino,
+    pub state: std::sync::Arc<Mutex<InodeState>>,
+    pub data: FileLock,
+    pub opens: AtomicU32,
+}

@@ -1,1 +1,131 @@
-//! todo
+//! The per-CPU lite journal (NOVA §"lite journal"): undo records of 8-byte words.
+//!
+//! A multi-inode operation first appends (and commits) its entries in every log it
+//! touches without moving the tails; then the journal records the old value of every
+//! word the operation will change in place (log tails, log heads, inode `valid`
+//! words), activates, writes the new values, and retires. Recovery undoes an active
+//! journal, so either every tail moves or none does.
+
+use crate::error::{FsError, Result};
+use crate::format::{
+    get_u64, journal_word, parse_journal_word, put_u64, Geometry, BLOCK, JOURNAL_ACTIVE_OFF,
+    JOURNAL_MAX_RECS, JOURNAL_REC_OFF,
+};
+use parking_lot::Mutex;
+use pm::Pm;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+pub(crate) struct Journals {
+    slots: Vec<Mutex<u64>>,
+    next: AtomicUsize,
+}
+
+impl Journals {
+    pub fn new(geo: &Geometry) -> Journals {
+        Journals {
+            slots: (0..geo.cpus)
+                .map(|c| Mutex::new(geo.journal_off(c)))
+                .collect(),
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    /// Atomically replaces each `(offset, new)` word. `offset`s must be distinct and
+    /// 8-byte aligned. Every log entry the words make visible must already be flushed;
+    /// the first fence here orders those entries before the new words.
+    pub fn run(&self, pm: &Pm, words: &[(u64, u64)]) -> Result<()> {
+        if words.len() > JOURNAL_MAX_RECS {
+            return Err(FsError::Invalid("transaction too large for the journal"));
+        }
+        // Pick the journal of this CPU; if it is busy, any free one.
+        // SAFETY: sched_getcpu has no preconditions.
+        let cpu = unsafe { libc::sched_getcpu() };
+        let start = if cpu >= 0 {
+            cpu as usize
+        } else {
+            self.next.fetch_add(1, Ordering::Relaxed)
+        };
+        let n = self.slots.len();
+        let mut guard = None;
+        for k in 0..n {
+            if let Some(g) = self.slots[(start + k) % n].try_lock() {
+                guard = Some(g);
+                break;
+            }
+        }
+        let guard = match guard {
+            Some(g) => g,
+            None => self.slots[start % n].lock(),
+        };
+        let base = *guard;
+
+        let mut recs = vec![0u8; words.len() * 16];
+        for (i, &(off, _)) in words.iter().enumerate() {
+            put_u64(&mut recs, i * 16, off);
+            put_u64(&mut recs, i * 16 + 8, pm.read_u64(off));
+        }
+        pm.write(base + JOURNAL_REC_OFF, &recs);
+        pm.flush(base + JOURNAL_REC_OFF, recs.len() as u64);
+        // Fence: the undo records (and the caller's log entries, flushed earlier) are
+        // durable before the header word that makes the records count.
+        pm.fence();
+        pm.store_u64(base + JOURNAL_ACTIVE_OFF, journal_word(words.len(), &recs));
+        pm.flush(base + JOURNAL_ACTIVE_OFF, 8);
+        // Fence: the transaction is active before any word changes in place.
+        pm.fence();
+        for &(off, new) in words {
+            pm.store_u64(off, new);
+            pm.flush(off, 8);
+        }
+        // Fence: every new word is durable before the journal retires.
+        pm.fence();
+        pm.store_u64(base + JOURNAL_ACTIVE_OFF, 0);
+        pm.flush(base + JOURNAL_ACTIVE_OFF, 8);
+        // Fence: the retirement is durable before the operation returns (otherwise
+        // recovery could undo an operation that already returned).
+        pm.fence();
+        Ok(())
+    }
+}
+
+/// Recovery: undoes the active transaction of CPU `cpu`'s journal, if any.
+/// Idempotent: a crash in the middle leaves the journal active and the undo is
+/// simply done again. `valid_word` says which offsets a record may name.
+pub(crate) fn recover(
+    pm: &Pm,
+    geo: &Geometry,
+    cpu: u32,
+    valid_word: impl Fn(u64) -> bool,
+) -> std::result::Result<usize, String> {
+    let base = geo.journal_off(cpu);
+    let w = pm.read_u64(base + JOURNAL_ACTIVE_OFF);
+    let (n, crc) = match parse_journal_word(w)? {
+        None => return Ok(0),
+        Some(x) => x,
+    };
+    let mut recs = vec![0u8; n * 16];
+    pm.read(base + JOURNAL_REC_OFF, &mut recs);
+    if crate::format::crc(&recs) != crc {
+        return Err(format!("journal {cpu}: record checksum mismatch"));
+    }
+    let mut undo = Vec::with_capacity(n);
+    for i in 0..n {
+        let off = get_u64(&recs, i * 16);
+        let old = get_u64(&recs, i * 16 + 8);
+        if off % 8 != 0 || off + 8 > geo.total_blocks * BLOCK || !valid_word(off) {
+            return Err(format!("journal {cpu}: record {i} names offset {off:#x}"));
+        }
+        undo.push((off, old));
+    }
+    for &(off, old) in undo.iter().rev() {
+        pm.store_u64(off, old);
+        pm.flush(off, 8);
+    }
+    // Fence: the restored words are durable before the journal is retired.
+    pm.fence();
+    pm.store_u64(base + JOURNAL_ACTIVE_OFF, 0);
+    pm.flush(base + JOURNAL_ACTIVE_OFF, 8);
+    // Fence: retirement durable before recovery goes on to read the logs.
+    pm.fence();
+    Ok(undo.len())
+}

@@ -1,1 +1,196 @@
-//! todo
+//! Per-inode logs: linked 4 KiB pages of commit-marked entries.
+//!
+//! Append protocol (DESIGN.md §3, pNOVA §3.3):
+//! 1. **reserve**: positions are taken from the DRAM tail (under the inode's lock: a
+//!    short critical section); new pages are zeroed and linked;
+//! 2. **write**: each entry is stored with its **commit mark** — the first 8-byte word:
+//!    tag, size and the CRC of the rest of the entry — and flushed;
+//! 3. fence (caller) — entries durable before the tail;
+//! 4. **tail**: the inode's tail word (one 8-byte store, or through the lite journal
+//!    for multi-inode operations), then a fence.
+//!
+//! Recovery replays exactly the committed entries (tag and CRC valid) that lie before
+//! the persisted tail; a slot without a mark is skipped. With one appender per log (the
+//! `inode` lock mode) the tail alone decides; the marks are what lets concurrent
+//! appenders (range-lock modes) commit independently, with the tail moved past
+//! entries that may still be in flight.
+//!
+//! GC: *fast GC* unlinks pages all of whose entries are dead (one 8-byte pointer store
+//! per gap); *thorough GC* (in `fs`) rewrites the live state into a fresh chain and
+//! switches head and tail through the journal.
+
+use crate::error::Result;
+use crate::format::{
+    commit_word, Entry, BLOCK, INO_HEAD_OFF, LOG_DATA, LOG_MAGIC, LOG_MAGIC_OFF, LOG_NEXT_OFF,
+    LOG_OWNER_OFF, UNIT,
+};
+use crate::space::Space;
+use pm::Pm;
+use std::collections::HashMap;
+
+/// DRAM state of one log.
+#[derive(Default, Debug)]
+pub(crate) struct LogState {
+    /// The chain, head first. The last page holds the tail.
+    pub pages: Vec<u64>,
+    /// PM byte offset just past the last committed entry (0 while empty).
+    pub tail: u64,
+    /// Live (or pinned) entries per page.
+    pub page_live: HashMap<u64, u32>,
+    /// Units (64 B) held by live or pinned entries.
+    pub live_units: u64,
+}
+
+/// Entries written but not yet committed by a tail update.
+pub(crate) struct Staged {
+    pub offsets: Vec<u64>,
+    pub new_pages: Vec<u64>,
+    pub new_head: Option<u64>,
+    pub new_tail: u64,
+}
+
+impl Staged {
+    /// Gives back the pages of an append that will not be committed.
+    pub fn abandon(self, space: &Space) {
+        for p in self.new_pages {
+            space.free_run(p, 1);
+        }
+    }
+}
+
+/// Zeroes a fresh log page and writes its tail (owner, magic); flushed, not fenced.
+pub(crate) fn init_page(pm: &Pm, block: u64, owner: u64) {
+    let off = block * BLOCK;
+    pm.zero(off, BLOCK);
+    pm.write(off + LOG_OWNER_OFF, &owner.to_le_bytes());
+    pm.write(off + LOG_MAGIC_OFF, &LOG_MAGIC.to_le_bytes());
+    pm.flush(off, BLOCK);
+}
+
+impl LogState {
+    /// Reserves space for `entries` after the tail, writes and flushes their bodies.
+    /// Nothing becomes visible until the caller fences, marks and moves the tail.
+    pub fn stage(&self, pm: &Pm, space: &Space, owner: u64, entries: &[Entry]) -> Result<Staged> {
+        let mut st = Staged {
+            offsets: Vec::with_capacity(entries.len()),
+            new_pages: Vec::new(),
+            new_head: None,
+            new_tail: self.tail,
+        };
+        let mut last_page = self.pages.last().copied();
+        let mut pos = self.tail;
+        for e in entries {
+            let len = e.units() * UNIT;
+            let fits = last_page.is_some_and(|p| pos + len <= p * BLOCK + LOG_DATA);
+            if !fits {
+                let p = match space.alloc_one(true) {
+                    Ok(p) => p,
+                    Err(err) => {
+                        st.abandon(space);
+                        return Err(err);
+                    }
+                };
+                init_page(pm, p, owner);
+                match last_page {
+                    // Linking past the tail page is harmless until the tail moves:
+                    // recovery never follows a chain beyond the page holding the tail.
+                    Some(prev) => {
+                        pm.store_u64(prev * BLOCK + LOG_NEXT_OFF, p);
+                        pm.flush(prev * BLOCK + LOG_NEXT_OFF, 8);
+                    }
+                    None => st.new_head = Some(p),
+                }
+                st.new_pages.push(p);
+                last_page = Some(p);
+                pos = p * BLOCK;
+            }
+            let mut body = e.encode();
+            let cw = commit_word(&body);
+            body[0..8].copy_from_slice(&cw.to_le_bytes());
+            pm.write(pos, &body);
+            pm.flush(pos, len);
+            st.offsets.push(pos);
+            pos += len;
+        }
+        st.new_tail = pos;
+        Ok(st)
+    }
+
+    /// Makes a committed append part of the DRAM chain.
+    pub fn commit(&mut self, st: &Staged) {
+        self.pages.extend_from_slice(&st.new_pages);
+        self.tail = st.new_tail;
+    }
+
+    /// Accounts a new live entry at `off`.
+    pub fn add_live(&mut self, off: u64, units: u64) {
+        *self.page_live.entry(off / BLOCK).or_insert(0) += 1;
+        self.live_units += units;
+    }
+
+    /// Accounts the death of the entry at `off`.
+    pub fn kill(&mut self, off: u64, units: u64) {
+        if let Some(c) = self.page_live.get_mut(&(off / BLOCK)) {
+            *c = c.saturating_sub(1);
+        }
+        self.live_units = self.live_units.saturating_sub(units);
+    }
+
+    /// Fast GC: unlinks every page (except the tail page) whose entries are all dead.
+    /// Each gap is closed with one 8-byte store (the predecessor's next pointer or the
+    /// inode's head word), so any subset of the stores that reaches PM leaves a valid
+    /// chain. Returns the pages to free (after the fence here).
+    pub fn fast_gc(&mut self, pm: &Pm, inode_off: u64) -> Vec<u64> {
+        let n = self.pages.len();
+        if n < 2 {
+            return Vec::new();
+        }
+        let dead = |p: &u64| self.page_live.get(p).copied().unwrap_or(0) == 0;
+        if !self.pages[..n - 1].iter().any(dead) {
+            return Vec::new();
+        }
+        let mut kept = Vec::with_capacity(n);
+        let mut freed = Vec::new();
+        for (i, &p) in self.pages.iter().enumerate() {
+            if i + 1 < n && dead(&p) {
+                freed.push(p);
+            } else {
+                kept.push(p);
+            }
+        }
+        if kept[0] != self.pages[0] {
+            pm.store_u64(inode_off + INO_HEAD_OFF, kept[0]);
+            pm.flush(inode_off + INO_HEAD_OFF, 8);
+        }
+        // Close each gap: a kept page whose old successor was freed now points at the
+        // next kept page.
+        let mut old_next: HashMap<u64, u64> = HashMap::new();
+        for w in self.pages.windows(2) {
+            old_next.insert(w[0], w[1]);
+        }
+        for w in kept.windows(2) {
+            if old_next.get(&w[0]) != Some(&w[1]) {
+                pm.store_u64(w[0] * BLOCK + LOG_NEXT_OFF, w[1]);
+                pm.flush(w[0] * BLOCK + LOG_NEXT_OFF, 8);
+            }
+        }
+        // Fence: the chain no longer reaches the freed pages before they are reused.
+        pm.fence();
+        for p in &freed {
+            self.page_live.remove(p);
+        }
+        self.pages = kept;
+        freed
+    }
+
+    /// Whether thorough GC is worth it: the log has several pages and live entries
+    /// fill less than half of them.
+    pub fn wants_compaction(&self) -> bool {
+        let n = self.pages.len() as u64;
+        n >= 4 && self.live_units * UNIT * 2 < n * LOG_DATA
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.pages.len() as u64 * BLOCK
+    }
+}

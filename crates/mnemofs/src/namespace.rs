@@ -1,1 +1,673 @@
-//! todo
+//! Namespace operations: lookup, create/mknod/mkdir/symlink, unlink, rmdir, link,
+//! rename, readdir, readlink.
+//!
+//! Every operation that touches several inodes appends its entries to each log and
+//! commits them together through the lite journal (`Fs::commit`). Inodes are locked in
+//! ascending inode order; an operation that must look a name up first looks, unlocks,
+//! locks everything in order and checks that the name still means the same inode.
+
+use crate::error::{FsError, Result};
+use crate::format::{Entry, BLOCK, DENTRY_ADD, DENTRY_REMOVE, INO_VALID_OFF};
+use crate::fs::{Fs, Guard, LINK_MAX};
+use crate::inode::{DirSlot, Inode, InodeState, FIRST_COOKIE};
+use crate::types::*;
+use std::sync::Arc;
+
+type Locked = Vec<(Arc<Inode>, Guard)>;
+
+fn check_name(name: &[u8]) -> Result<()> {
+    if name.len() > NAME_MAX {
+        return Err(FsError::NameTooLong);
+    }
+    if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
+        return Err(FsError::Invalid("file name"));
+    }
+    if name == b"." || name == b".." {
+        return Err(FsError::Exists);
+    }
+    Ok(())
+}
+
+fn st(locked: &Locked, ino: Ino) -> &InodeState {
+    let i = locked.iter().position(|(n, _)| n.ino == ino).unwrap_or(0);
+    &locked[i].1
+}
+
+fn dir_slot(s: &InodeState, name: &[u8]) -> Result<Option<DirSlot>> {
+    let dir = s.dir.as_ref().ok_or(FsError::NotDir)?;
+    Ok(dir.names.get(name).cloned())
+}
+
+/// Appends each inode's planned entries and commits them together.
+fn commit_locked(
+    fs: &Fs,
+    locked: &mut Locked,
+    mut plan: Vec<(Ino, Vec<Entry>)>,
+    extra: &[(u64, u64)],
+) -> Result<()> {
+    let mut parts: Vec<(&mut InodeState, Vec<Entry>)> = Vec::new();
+    for (inode, g) in locked.iter_mut() {
+        let mut mine = Vec::new();
+        plan.retain_mut(|(i, e)| {
+            if *i == inode.ino {
+                mine.append(e);
+                false
+            } else {
+                true
+            }
+        });
+        if !mine.is_empty() {
+            parts.push((&mut **g, mine));
+        }
+    }
+    fs.commit(&mut parts, extra)
+}
+
+impl Fs {
+    pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Attr> {
+        if name.len() > NAME_MAX {
+            return Err(FsError::NameTooLong);
+        }
+        let (_p, ps) = self.lock(parent)?;
+        let dir = ps.dir.as_ref().ok_or(FsError::NotDir)?;
+        if name == b"." {
+            return Ok(ps.attr());
+        }
+        let target = if name == b".." {
+            ps.parent
+        } else {
+            dir.names.get(name).ok_or(FsError::NotFound)?.ino
+        };
+        drop(ps);
+        self.getattr(target)
+    }
+
+    /// `mode` includes the `S_IFMT` bits (regular, fifo, socket, char/block device).
+    pub fn mknod(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        mode: u32,
+        rdev: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr> {
+        let kind = FileKind::from_mode(mode).ok_or(FsError::Invalid("file type"))?;
+        match kind {
+            FileKind::Directory | FileKind::Symlink => {
+                return Err(FsError::Invalid("mknod of a directory or symlink"))
+            }
+            _ => {}
+        }
+        self.make_node(parent, name, kind, mode, rdev, uid, gid, None)
+    }
+
+    /// Creates a regular file; `mode` holds the permission bits.
+    pub fn create(&self, parent: Ino, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
+        self.make_node(parent, name, FileKind::Regular, mode, 0, uid, gid, None)
+    }
+
+    pub fn mkdir(&self, parent: Ino, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
+        self.make_node(parent, name, FileKind::Directory, mode, 0, uid, gid, None)
+    }
+
+    pub fn symlink(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        target: &[u8],
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr> {
+        if target.is_empty() {
+            return Err(FsError::NotFound);
+        }
+        if target.len() > SYMLINK_MAX {
+            return Err(FsError::NameTooLong);
+        }
+        self.make_node(
+            parent,
+            name,
+            FileKind::Symlink,
+            0o777,
+            0,
+            uid,
+            gid,
+            Some(target),
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn make_node(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        kind: FileKind,
+        mode: u32,
+        rdev: u32,
+        uid: u32,
+        mut gid: u32,
+        target: Option<&[u8]>,
+    ) -> Result<Attr> {
+        check_name(name)?;
+        let (_pi, mut ps) = self.lock(parent)?;
+        if dir_slot(&ps, name)?.is_some() {
+            return Err(FsError::Exists);
+        }
+        if ps.nlink == 0 {
+            return Err(FsError::NotFound);
+        }
+        let is_dir = kind == FileKind::Directory;
+        if is_dir && ps.nlink >= LINK_MAX {
+            return Err(FsError::TooManyLinks);
+        }
+        let mut perm = mode & 0o7777;
+        // BSD group semantics of a set-group-ID directory, as Linux has them.
+        if ps.mode & libc::S_ISGID != 0 {
+            gid = ps.gid;
+            if is_dir {
+                perm |= libc::S_ISGID;
+            }
+        }
+        let ino = self.alloc_ino()?;
+        let now = Timespec::now();
+        let size = target.map(|t| t.len() as u64).unwrap_or(0);
+        let mut centries = Vec::new();
+        let mut data_block = None;
+        if let Some(t) = target {
+            let b = match self.space.alloc_one(false) {
+                Ok(b) => b,
+                Err(e) => {
+                    self.release_ino(ino);
+                    return Err(e);
+                }
+            };
+            let mut page = vec![0u8; BLOCK as usize];
+            page[..t.len()].copy_from_slice(t);
+            self.pm.write_nt(b * BLOCK, &page);
+            data_block = Some(b);
+            centries.push(Entry::Write {
+                pgoff: 0,
+                block: b,
+                npages: 1,
+                size_after: size,
+                mtime: now,
+            });
+        }
+        centries.push(Entry::SetAttr {
+            mode: kind.mode_bits() | perm,
+            uid,
+            gid,
+            rdev,
+            size,
+            atime: now,
+            mtime: now,
+            ctime: now,
+            flags: 0,
+        });
+        centries.push(Entry::Link {
+            nlink: if is_dir { 2 } else { 1 },
+            ctime: now,
+        });
+        let cookie = ps
+            .dir
+            .as_ref()
+            .map(|d| d.next_cookie)
+            .unwrap_or(FIRST_COOKIE);
+        let mut pentries = vec![Entry::Dentry {
+            op: DENTRY_ADD,
+            ino,
+            cookie,
+            kind,
+            time: now,
+            name: name.to_vec(),
+        }];
+        if is_dir {
+            pentries.push(Entry::Link {
+                nlink: ps.nlink + 1,
+                ctime: now,
+            });
+        }
+        self.write_slot(ino, kind);
+        let mut cs = InodeState::new(ino, kind);
+        let valid = (self.geo.inode_off(ino) + INO_VALID_OFF, 1);
+        if let Err(e) = self.commit(&mut [(&mut *ps, pentries), (&mut cs, centries)], &[valid]) {
+            self.release_ino(ino);
+            if let Some(b) = data_block {
+                self.space.free_run(b, 1);
+            }
+            return Err(e);
+        }
+        if is_dir {
+            cs.parent = parent;
+        }
+        let attr = cs.attr();
+        // Visible in the table before the parent's lock is released, so a lookup of
+        // the new name always finds the inode.
+        self.insert_inode(cs);
+        drop(ps);
+        Ok(attr)
+    }
+
+    pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<()> {
+        self.remove(parent, name, false)
+    }
+
+    pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<()> {
+        if name == b"." {
+            return Err(FsError::Invalid("rmdir of '.'"));
+        }
+        if name == b".." {
+            return Err(FsError::NotEmpty);
+        }
+        self.remove(parent, name, true)
+    }
+
+    fn remove(&self, parent: Ino, name: &[u8], want_dir: bool) -> Result<()> {
+        if name.len() > NAME_MAX {
+            return Err(FsError::NameTooLong);
+        }
+        loop {
+            let slot = {
+                let (_p, ps) = self.lock(parent)?;
+                dir_slot(&ps, name)?.ok_or(FsError::NotFound)?
+            };
+            let is_dir = slot.kind == FileKind::Directory;
+            if want_dir && !is_dir {
+                return Err(FsError::NotDir);
+            }
+            if !want_dir && is_dir {
+                return Err(FsError::IsDir);
+            }
+            let mut locked = self.lock_many(&[parent, slot.ino])?;
+            if dir_slot(st(&locked, parent), name)?.map(|s| s.ino) != Some(slot.ino) {
+                continue;
+            }
+            let ps = st(&locked, parent);
+            let cs = st(&locked, slot.ino);
+            if is_dir && cs.dir.as_ref().is_some_and(|d| !d.names.is_empty()) {
+                return Err(FsError::NotEmpty);
+            }
+            let now = Timespec::now();
+            let mut pentries = vec![Entry::Dentry {
+                op: DENTRY_REMOVE,
+                ino: slot.ino,
+                cookie: slot.cookie,
+                kind: slot.kind,
+                time: now,
+                name: name.to_vec(),
+            }];
+            if is_dir {
+                pentries.push(Entry::Link {
+                    nlink: ps.nlink.saturating_sub(1),
+                    ctime: now,
+                });
+            }
+            let new_nlink = if is_dir {
+                0
+            } else {
+                cs.nlink.saturating_sub(1)
+            };
+            let plan = vec![
+                (parent, pentries),
+                (
+                    slot.ino,
+                    vec![Entry::Link {
+                        nlink: new_nlink,
+                        ctime: now,
+                    }],
+                ),
+            ];
+            commit_locked(self, &mut locked, plan, &[])?;
+            drop(locked);
+            if new_nlink == 0 {
+                self.maybe_free(slot.ino);
+            }
+            return Ok(());
+        }
+    }
+
+    pub fn link(&self, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
+        check_name(newname)?;
+        let mut locked = self.lock_many(&[ino, newparent])?;
+        let ps = st(&locked, newparent);
+        if dir_slot(ps, newname)?.is_some() {
+            return Err(FsError::Exists);
+        }
+        if ps.nlink == 0 {
+            return Err(FsError::NotFound);
+        }
+        let cookie = ps
+            .dir
+            .as_ref()
+            .map(|d| d.next_cookie)
+            .unwrap_or(FIRST_COOKIE);
+        let cs = st(&locked, ino);
+        if cs.kind == FileKind::Directory {
+            return Err(FsError::NotPermitted);
+        }
+        if cs.nlink == 0 {
+            return Err(FsError::NotFound);
+        }
+        if cs.nlink >= LINK_MAX {
+            return Err(FsError::TooManyLinks);
+        }
+        let now = Timespec::now();
+        let plan = vec![
+            (
+                newparent,
+                vec![Entry::Dentry {
+                    op: DENTRY_ADD,
+                    ino,
+                    cookie,
+                    kind: cs.kind,
+                    time: now,
+                    name: newname.to_vec(),
+                }],
+            ),
+            (
+                ino,
+                vec![Entry::Link {
+                    nlink: cs.nlink + 1,
+                    ctime: now,
+                }],
+            ),
+        ];
+        commit_locked(self, &mut locked, plan, &[])?;
+        Ok(st(&locked, ino).attr())
+    }
+
+    /// Whether directory `a` is `d` or one of its ancestors (rename lock held).
+    fn is_ancestor(&self, a: Ino, d: Ino) -> Result<bool> {
+        let mut cur = d;
+        for _ in 0..=self.geo.inode_count {
+            if cur == a {
+                return Ok(true);
+            }
+            if cur == ROOT_INO {
+                return Ok(false);
+            }
+            cur = self.lock(cur)?.1.parent;
+        }
+        Err(FsError::Corrupt(
+            "directory parent chain has a cycle".into(),
+        ))
+    }
+
+    pub fn rename(&self, op: Ino, on: &[u8], np: Ino, nn: &[u8], flags: RenameFlags) -> Result<()> {
+        if on.len() > NAME_MAX || nn.len() > NAME_MAX {
+            return Err(FsError::NameTooLong);
+        }
+        if on == b"." || on == b".." || nn == b"." || nn == b".." {
+            return Err(FsError::Busy);
+        }
+        check_name(on)?;
+        check_name(nn)?;
+        if flags.noreplace && flags.exchange {
+            return Err(FsError::Invalid("RENAME_NOREPLACE with RENAME_EXCHANGE"));
+        }
+        let _rl = self.rename_lock.lock();
+        loop {
+            let (src, dst) = {
+                let locked = self.lock_many(&[op, np])?;
+                let s = dir_slot(st(&locked, op), on)?.ok_or(FsError::NotFound)?;
+                let pd = st(&locked, np);
+                let d = dir_slot(pd, nn)?;
+                if pd.nlink == 0 {
+                    return Err(FsError::NotFound);
+                }
+                (s, d)
+            };
+            if dst.as_ref().is_some_and(|d| d.ino == src.ino) {
+                // Both names are links to one inode: POSIX says do nothing.
+                return Ok(());
+            }
+            if flags.noreplace && dst.is_some() {
+                return Err(FsError::Exists);
+            }
+            if flags.exchange && dst.is_none() {
+                return Err(FsError::NotFound);
+            }
+            let s_dir = src.kind == FileKind::Directory;
+            let d_dir = dst.as_ref().is_some_and(|d| d.kind == FileKind::Directory);
+            if let (Some(_), false) = (&dst, flags.exchange) {
+                if s_dir && !d_dir {
+                    return Err(FsError::NotDir);
+                }
+                if !s_dir && d_dir {
+                    return Err(FsError::IsDir);
+                }
+            }
+            if s_dir && op != np && self.is_ancestor(src.ino, np)? {
+                return Err(FsError::Invalid("rename of a directory into itself"));
+            }
+            if flags.exchange && d_dir && op != np {
+                if let Some(d) = &dst {
+                    if self.is_ancestor(d.ino, op)? {
+                        return Err(FsError::Invalid("rename of a directory into itself"));
+                    }
+                }
+            }
+            let mut inos = vec![op, np, src.ino];
+            if let Some(d) = &dst {
+                inos.push(d.ino);
+            }
+            let mut locked = self.lock_many(&inos)?;
+            let now_src = dir_slot(st(&locked, op), on)?;
+            let now_dst = dir_slot(st(&locked, np), nn)?;
+            if now_src.as_ref() != Some(&src) || now_dst != dst {
+                continue;
+            }
+            if let (Some(d), false) = (&dst, flags.exchange) {
+                if d_dir
+                    && st(&locked, d.ino)
+                        .dir
+                        .as_ref()
+                        .is_some_and(|x| !x.names.is_empty())
+                {
+                    return Err(FsError::NotEmpty);
+                }
+            }
+            let now = Timespec::now();
+            let mut plan: Vec<(Ino, Vec<Entry>)> = Vec::new();
+            let mut push = |ino: Ino, e: Entry| match plan.iter_mut().find(|(i, _)| *i == ino) {
+                Some((_, v)) => v.push(e),
+                None => plan.push((ino, vec![e])),
+            };
+            let next_cookie = |ino: Ino| {
+                st(&locked, ino)
+                    .dir
+                    .as_ref()
+                    .map(|d| d.next_cookie)
+                    .unwrap_or(FIRST_COOKIE)
+            };
+            // Subdirectory count changes of the two parents.
+            let (mut d_op, mut d_np): (i64, i64) = (0, 0);
+            let mut freed_dst = None;
+            if flags.exchange {
+                let Some(d) = dst.clone() else {
+                    return Err(FsError::NotFound);
+                };
+                push(
+                    op,
+                    Entry::Dentry {
+                        op: DENTRY_ADD,
+                        ino: d.ino,
+                        cookie: src.cookie,
+                        kind: d.kind,
+                        time: now,
+                        name: on.to_vec(),
+                    },
+                );
+                push(
+                    np,
+                    Entry::Dentry {
+                        op: DENTRY_ADD,
+                        ino: src.ino,
+                        cookie: d.cookie,
+                        kind: src.kind,
+                        time: now,
+                        name: nn.to_vec(),
+                    },
+                );
+                if op != np {
+                    d_op = d_dir as i64 - s_dir as i64;
+                    d_np = s_dir as i64 - d_dir as i64;
+                }
+                push(
+                    d.ino,
+                    Entry::Link {
+                        nlink: st(&locked, d.ino).nlink,
+                        ctime: now,
+                    },
+                );
+            } else {
+                push(
+                    op,
+                    Entry::Dentry {
+                        op: DENTRY_REMOVE,
+                        ino: src.ino,
+                        cookie: src.cookie,
+                        kind: src.kind,
+                        time: now,
+                        name: on.to_vec(),
+                    },
+                );
+                // Adding over an existing name replaces it (and kills its entry).
+                push(
+                    np,
+                    Entry::Dentry {
+                        op: DENTRY_ADD,
+                        ino: src.ino,
+                        cookie: next_cookie(np),
+                        kind: src.kind,
+                        time: now,
+                        name: nn.to_vec(),
+                    },
+                );
+                d_op -= s_dir as i64;
+                d_np += s_dir as i64 - d_dir as i64;
+                if let Some(d) = &dst {
+                    let n = if d_dir {
+                        0
+                    } else {
+                        st(&locked, d.ino).nlink.saturating_sub(1)
+                    };
+                    push(
+                        d.ino,
+                        Entry::Link {
+                            nlink: n,
+                            ctime: now,
+                        },
+                    );
+                    if n == 0 {
+                        freed_dst = Some(d.ino);
+                    }
+                }
+            }
+            if op == np {
+                let delta = d_op + d_np;
+                if delta != 0 {
+                    let n = (st(&locked, op).nlink as i64 + delta) as u32;
+                    push(
+                        op,
+                        Entry::Link {
+                            nlink: n,
+                            ctime: now,
+                        },
+                    );
+                }
+            } else {
+                for (p, delta) in [(op, d_op), (np, d_np)] {
+                    if delta != 0 {
+                        let n = (st(&locked, p).nlink as i64 + delta) as u32;
+                        if delta > 0 && n > LINK_MAX {
+                            return Err(FsError::TooManyLinks);
+                        }
+                        push(
+                            p,
+                            Entry::Link {
+                                nlink: n,
+                                ctime: now,
+                            },
+                        );
+                    }
+                }
+            }
+            // The moved inode's ctime changes, as on Linux file systems.
+            push(
+                src.ino,
+                Entry::Link {
+                    nlink: st(&locked, src.ino).nlink,
+                    ctime: now,
+                },
+            );
+            commit_locked(self, &mut locked, plan, &[])?;
+            for (inode, g) in locked.iter_mut() {
+                if s_dir && inode.ino == src.ino {
+                    g.parent = np;
+                }
+                if flags.exchange && d_dir && dst.as_ref().is_some_and(|d| d.ino == inode.ino) {
+                    g.parent = op;
+                }
+            }
+            drop(locked);
+            if let Some(d) = freed_dst {
+                self.maybe_free(d);
+            }
+            return Ok(());
+        }
+    }
+
+    pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
+        let (_i, s) = self.lock(ino)?;
+        if s.kind != FileKind::Symlink {
+            return Err(FsError::Invalid("not a symlink"));
+        }
+        let len = s.size.min(BLOCK) as usize;
+        let mut out = vec![0u8; len];
+        if let Some(p) = s.pages.get(&0) {
+            self.pm.read(p.block * BLOCK, &mut out);
+        }
+        Ok(out)
+    }
+
+    /// Entries after `offset` (0 = from the start; "." and ".." come first), at most
+    /// `max`. An entry keeps its offset for as long as it exists, so a listing that
+    /// continues after concurrent changes neither repeats nor skips surviving names.
+    pub fn readdir(&self, ino: Ino, offset: u64, max: usize) -> Result<Vec<DirEntry>> {
+        let (_i, s) = self.lock(ino)?;
+        let dir = s.dir.as_ref().ok_or(FsError::NotDir)?;
+        let mut out = Vec::new();
+        if offset < 1 && out.len() < max {
+            out.push(DirEntry {
+                ino,
+                offset: 1,
+                kind: FileKind::Directory,
+                name: b".".to_vec(),
+            });
+        }
+        if offset < 2 && out.len() < max {
+            out.push(DirEntry {
+                ino: if s.parent == 0 { ino } else { s.parent },
+                offset: 2,
+                kind: FileKind::Directory,
+                name: b"..".to_vec(),
+            });
+        }
+        for (&cookie, name) in dir.order.range(offset.max(FIRST_COOKIE - 1) + 1..) {
+            if out.len() >= max {
+                break;
+            }
+            if let Some(slot) = dir.names.get(name) {
+                out.push(DirEntry {
+                    ino: slot.ino,
+                    offset: cookie,
+                    kind: slot.kind,
+                    name: name.clone(),
+                });
+            }
+        }
+        Ok(out)
+    }
+}

@@ -40,7 +40,9 @@ impl CounterSnapshot {
     pub fn since(&self, earlier: &CounterSnapshot) -> CounterSnapshot {
         CounterSnapshot {
             bytes_written: self.bytes_written.saturating_sub(earlier.bytes_written),
-            nt_bytes_written: self.nt_bytes_written.saturating_sub(earlier.nt_bytes_written),
+            nt_bytes_written: self
+                .nt_bytes_written
+                .saturating_sub(earlier.nt_bytes_written),
             flushes: self.flushes.saturating_sub(earlier.flushes),
             fences: self.fences.saturating_sub(earlier.fences),
         }
@@ -73,7 +75,9 @@ impl Default for Counters {
 impl Counters {
     pub fn new() -> Self {
         Counters {
-            slots: (0..SLOTS).map(|_| CachePadded::new(Slot::default())).collect(),
+            slots: (0..SLOTS)
+                .map(|_| CachePadded::new(Slot::default()))
+                .collect(),
         }
     }
 

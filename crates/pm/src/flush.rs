@@ -36,11 +36,10 @@ impl FlushKind {
 #[cfg(target_arch = "x86_64")]
 fn detect_uncached() -> FlushKind {
     use std::arch::x86_64::{__cpuid, __cpuid_count};
-    // SAFETY: cpuid is available on every x86-64 CPU.
-    let max_leaf = unsafe { __cpuid(0) }.eax;
+    // cpuid is available on every x86-64 CPU (the intrinsics are safe to call).
+    let max_leaf = __cpuid(0).eax;
     if max_leaf >= 7 {
-        // SAFETY: leaf 7 exists (checked above).
-        let l7 = unsafe { __cpuid_count(7, 0) };
+        let l7 = __cpuid_count(7, 0);
         if l7.ebx & (1 << 24) != 0 {
             return FlushKind::Clwb;
         }

@@ -205,7 +205,12 @@ impl Pm {
                 source: std::io::Error::last_os_error(),
             });
         }
-        Ok(Self::from_raw(p as *mut u8, len, MapMode::Shared, Some(file)))
+        Ok(Self::from_raw(
+            p as *mut u8,
+            len,
+            MapMode::Shared,
+            Some(file),
+        ))
     }
 
     /// Installs (or removes) the tracer that sees every later event.
@@ -331,10 +336,7 @@ impl Pm {
                 // SAFETY: `p+i` is 8-aligned (off+start_pad is a multiple of 8 and the
                 // mapping is page-aligned) and within the checked range.
                 unsafe {
-                    std::arch::x86_64::_mm_stream_si64(
-                        p.add(i) as *mut i64,
-                        i64::from_le_bytes(w),
-                    )
+                    std::arch::x86_64::_mm_stream_si64(p.add(i) as *mut i64, i64::from_le_bytes(w))
                 };
                 i += 8;
             }
@@ -450,6 +452,17 @@ impl Pm {
         let mut v = vec![0u8; self.len as usize];
         self.read(0, &mut v);
         v
+    }
+
+    /// A private anonymous copy of the whole region (fsck and the crash explorer work
+    /// on copies so that recovery never changes the original).
+    pub fn clone_anonymous(&self) -> Result<Pm, PmError> {
+        let copy = Pm::anonymous(self.len)?;
+        let src = self.ptr(0, self.len);
+        let dst = copy.ptr(0, self.len);
+        // SAFETY: both mappings are `len` bytes long and distinct.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst, self.len as usize) };
+        Ok(copy)
     }
 
     /// Overwrites the region with `bytes` (uncounted, untraced: test setup only).
@@ -628,9 +641,6 @@ mod tests {
         ));
         let p = dir.path().join("empty");
         std::fs::write(&p, b"").unwrap();
-        assert!(matches!(
-            Pm::open(&p, false),
-            Err(PmError::TooSmall { .. })
-        ));
+        assert!(matches!(Pm::open(&p, false), Err(PmError::TooSmall { .. })));
     }
 }

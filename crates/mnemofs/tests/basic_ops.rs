@@ -1,0 +1,92 @@
+//! Scenario: every namespace and data operation once, then a clean remount and an
+//! abandoned (crash-like) remount keep everything.
+
+mod common;
+use mnemofs::{FileKind, FsError, RenameFlags, SetAttr, ROOT_INO};
+
+#[test]
+fn namespace_and_data_survive_remounts() {
+    let img = common::fresh(64 << 20);
+    let fs = common::mount(&img);
+    let a = fs.mkdir(ROOT_INO, b"A", 0o755, 0, 0).unwrap();
+    let foo = fs.create(ROOT_INO, b"foo", 0o644, 0, 0).unwrap();
+    assert_eq!(fs.write(foo.ino, 0, b"hello world").unwrap(), 11);
+    assert_eq!(fs.write(foo.ino, 10000, b"tail").unwrap(), 4);
+    let mut buf = vec![0u8; 10004];
+    assert_eq!(fs.read(foo.ino, 0, &mut buf).unwrap(), 10004);
+    assert_eq!(&buf[..11], b"hello world");
+    assert!(buf[11..10000].iter().all(|&b| b == 0));
+    assert_eq!(&buf[10000..], b"tail");
+    fs.link(foo.ino, a.ino, b"foo2").unwrap();
+    assert_eq!(fs.getattr(foo.ino).unwrap().nlink, 2);
+    fs.symlink(a.ino, b"sl", b"../foo", 0, 0).unwrap();
+    fs.rename(ROOT_INO, b"A", ROOT_INO, b"B", RenameFlags::default())
+        .unwrap();
+    assert!(matches!(fs.lookup(ROOT_INO, b"A"), Err(FsError::NotFound)));
+    let b = fs.lookup(ROOT_INO, b"B").unwrap();
+    assert_eq!(b.ino, a.ino);
+    fs.setattr(
+        foo.ino,
+        &SetAttr {
+            size: Some(5),
+            mode: Some(0o600),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    fs.setattr(
+        foo.ino,
+        &SetAttr {
+            size: Some(8000),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let check = |fs: &mnemofs::Fs| {
+        let foo = fs.lookup(ROOT_INO, b"foo").unwrap();
+        assert_eq!(foo.size, 8000);
+        assert_eq!(foo.mode & 0o7777, 0o600);
+        assert_eq!(foo.nlink, 2);
+        let mut buf = vec![0u8; 8000];
+        fs.read(foo.ino, 0, &mut buf).unwrap();
+        assert_eq!(&buf[..5], b"hello");
+        assert!(buf[5..].iter().all(|&b| b == 0));
+        let b = fs.lookup(ROOT_INO, b"B").unwrap();
+        assert_eq!(b.kind, FileKind::Directory);
+        let sl = fs.lookup(b.ino, b"sl").unwrap();
+        assert_eq!(fs.readlink(sl.ino).unwrap(), b"../foo");
+        let names: Vec<Vec<u8>> = fs
+            .readdir(b.ino, 0, 100)
+            .unwrap()
+            .into_iter()
+            .map(|d| d.name)
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                b".".to_vec(),
+                b"..".to_vec(),
+                b"foo2".to_vec(),
+                b"sl".to_vec()
+            ]
+        );
+        assert_eq!(fs.getattr(ROOT_INO).unwrap().nlink, 3);
+    };
+    check(&fs);
+    fs.unmount().unwrap();
+    let fs = common::mount(&img);
+    check(&fs);
+    drop(fs); // abandoned without unmount: recovery path
+    let fs = common::mount(&img);
+    check(&fs);
+    fs.unlink(ROOT_INO, b"foo").unwrap();
+    let b = fs.lookup(ROOT_INO, b"B").unwrap();
+    assert!(matches!(fs.rmdir(ROOT_INO, b"B"), Err(FsError::NotEmpty)));
+    fs.unlink(b.ino, b"foo2").unwrap();
+    fs.unlink(b.ino, b"sl").unwrap();
+    fs.rmdir(ROOT_INO, b"B").unwrap();
+    assert_eq!(fs.readdir(ROOT_INO, 0, 100).unwrap().len(), 2);
+    fs.unmount().unwrap();
+    let r = mnemofs::fsck(&img.path).unwrap();
+    assert!(r.is_clean(), "{:?}", r.problems);
+}
