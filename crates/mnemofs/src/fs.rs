@@ -518,7 +518,7 @@ impl Fs {
             block_size: BLOCK as u32,
             blocks: self.geo.data_blocks(),
             blocks_free: free,
-            blocks_avail: free,
+            blocks_avail: self.space.available(),
             files: self.geo.inode_count,
             files_free: ifree,
             name_max: NAME_MAX as u32,

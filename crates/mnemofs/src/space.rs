@@ -40,6 +40,11 @@ impl Space {
         self.free.load(Ordering::Relaxed)
     }
 
+    /// Blocks that data writes may still take (free minus the metadata reserve).
+    pub fn available(&self) -> u64 {
+        self.free_blocks().saturating_sub(self.reserve)
+    }
+
     pub fn per_cpu_free(&self) -> Vec<u64> {
         self.cpus
             .iter()
