@@ -76,6 +76,14 @@ pub fn mkfs(path: &Path, opts: &MkfsOptions) -> Result<()> {
     Ok(())
 }
 
+/// Formats an already mapped region (anonymous memory in tests and the crash
+/// explorer).
+pub fn mkfs_pm(pm: &Pm, opts: &MkfsOptions) -> Result<()> {
+    let geo = Geometry::compute(pm.len().min(opts.size), opts.cpus.max(1), opts.inodes)?;
+    format(pm, &geo);
+    Ok(())
+}
+
 /// Writes an empty file system onto `pm`.
 pub(crate) fn format(pm: &Pm, geo: &Geometry) {
     // Metadata area: superblocks, journals, free list, inode table.

@@ -31,6 +31,6 @@ mod recovery;
 mod space;
 
 pub use error::{FsError, Result};
-pub use fs::{mkfs, mount, Fs};
+pub use fs::{mkfs, mkfs_pm, mount, Fs};
 pub use fsck::{fsck, FsckReport};
 pub use types::*;
