@@ -376,3 +376,113 @@ pub(crate) struct Inode {
     pub data: FileLock,
     pub opens: AtomicU32,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{DENTRY_REMOVE, UNIT};
+
+    fn w(pgoff: u64, block: u64, npages: u32) -> Entry {
+        Entry::Write {
+            pgoff,
+            block,
+            npages,
+            size_after: (pgoff + npages as u64) * BLOCK,
+            mtime: Timespec::default(),
+        }
+    }
+
+    /// Entry offsets in two different log pages (blocks 100 and 101).
+    const P0: u64 = 100 * BLOCK;
+    const P1: u64 = 101 * BLOCK;
+
+    #[test]
+    fn overwritten_writes_die_and_free_their_blocks() {
+        let mut s = InodeState::new(5, FileKind::Regular);
+        assert!(s.apply(P0, &w(0, 1000, 2)).is_empty());
+        assert_eq!(s.log.page_live[&100], 1);
+        // Overwrite page 0 only: the first entry still maps page 1.
+        assert_eq!(s.apply(P0 + UNIT, &w(0, 2000, 1)), vec![(1000, 1)]);
+        assert_eq!(s.log.page_live[&100], 2);
+        // Overwrite page 1: the first entry dies.
+        assert_eq!(s.apply(P1, &w(1, 3000, 1)), vec![(1001, 1)]);
+        assert_eq!(s.log.page_live[&100], 1);
+        assert_eq!(s.pages[&0].block, 2000);
+        assert_eq!(s.pages[&1].block, 3000);
+    }
+
+    #[test]
+    fn shrinking_setattr_is_pinned_and_frees_pages() {
+        let mut s = InodeState::new(5, FileKind::Regular);
+        s.apply(P0, &w(0, 1000, 4));
+        let mut shrink = s.setattr_entry(SETATTR_SHRINK);
+        if let Entry::SetAttr { size, .. } = &mut shrink {
+            *size = 5000;
+        }
+        let freed = s.apply(P1, &shrink);
+        assert_eq!(freed, vec![(1002, 2)]);
+        assert_eq!(s.pages.len(), 2);
+        // A later setattr does not kill the pinned shrink.
+        let later = s.setattr_entry(0);
+        s.apply(P1 + 2 * UNIT, &later);
+        assert_eq!(s.log.page_live[&101], 2);
+    }
+
+    #[test]
+    fn dentry_add_dies_on_remove_and_remove_is_pinned() {
+        let mut d = InodeState::new(1, FileKind::Directory);
+        let add = Entry::Dentry {
+            op: DENTRY_ADD,
+            ino: 7,
+            cookie: 3,
+            kind: FileKind::Directory,
+            time: Timespec::default(),
+            name: b"x".to_vec(),
+        };
+        d.apply(P0, &add);
+        assert_eq!(d.dir.as_ref().unwrap().subdirs, 1);
+        let rm = Entry::Dentry {
+            op: DENTRY_REMOVE,
+            ino: 7,
+            cookie: 3,
+            kind: FileKind::Directory,
+            time: Timespec::default(),
+            name: b"x".to_vec(),
+        };
+        d.apply(P1, &rm);
+        assert_eq!(d.log.page_live.get(&100).copied().unwrap_or(0), 0);
+        assert_eq!(d.log.page_live[&101], 1);
+        let dir = d.dir.as_ref().unwrap();
+        assert!(dir.names.is_empty() && dir.order.is_empty());
+        assert_eq!(dir.subdirs, 0);
+        assert_eq!(dir.next_cookie, 4);
+    }
+
+    #[test]
+    fn snapshot_recreates_state() {
+        let mut s = InodeState::new(5, FileKind::Regular);
+        s.apply(P0, &w(0, 1000, 3));
+        s.apply(P0 + UNIT, &w(1, 2000, 1));
+        s.apply(
+            P0 + 2 * UNIT,
+            &Entry::Link {
+                nlink: 3,
+                ctime: Timespec { sec: 9, nsec: 1 },
+            },
+        );
+        let mut t = InodeState::new(5, FileKind::Regular);
+        let mut off = P1;
+        for e in s.snapshot_entries() {
+            t.apply(off, &e);
+            off += e.units() * UNIT;
+        }
+        assert_eq!(t.attr(), s.attr());
+        let blocks = |x: &InodeState| {
+            x.pages
+                .iter()
+                .map(|(k, v)| (*k, v.block))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(blocks(&t), blocks(&s));
+    }
+}
