@@ -1,1 +1,112 @@
-fn main() {}
+//! `mnemofs`: format, mount, check and inspect mnemofs file systems.
+
+mod error;
+mod fsck;
+mod mkfs;
+mod modes;
+mod mount;
+mod output;
+mod report;
+mod size;
+mod stat;
+
+use clap::{Parser, Subcommand};
+use error::{clap_one_line, one_line, CliError};
+use std::io::Write;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "mnemofs",
+    version,
+    about = "mnemofs: a persistent-memory file system in user space (FUSE)",
+    arg_required_else_help = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Format an image file or PM device as an empty mnemofs
+    Mkfs(mkfs::MkfsArgs),
+    /// Mount a mnemofs on an empty directory
+    Mount(mount::MountArgs),
+    /// Check an image without changing it (exit 0 clean, 1 problems, 2 unusable)
+    Fsck(fsck::FsckArgs),
+    /// Show geometry, space, inodes, PM counters and modes of an image or mount point
+    Stat(stat::StatArgs),
+}
+
+fn main() {
+    install_panic_hook();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            match e.kind() {
+                ErrorKind::DisplayHelp
+                | ErrorKind::DisplayVersion
+                | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => e.exit(),
+                _ => {
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "mnemofs: {}",
+                        clap_one_line(&e.to_string())
+                    );
+                    std::process::exit(2);
+                }
+            }
+        }
+    };
+    let result = match &cli.cmd {
+        Cmd::Mkfs(a) => mkfs::run(a).map(|()| 0),
+        Cmd::Mount(a) => mount::run(a).map(|()| 0),
+        Cmd::Fsck(a) => fsck::run(a),
+        Cmd::Stat(a) => stat::run(a).map(|()| 0),
+    };
+    let code = match result {
+        Ok(code) => code,
+        Err(CliError { msg, code }) => {
+            let _ = writeln!(std::io::stderr(), "mnemofs: {msg}");
+            code
+        }
+    };
+    let _ = std::io::stdout().flush();
+    std::process::exit(code);
+}
+
+/// Last resort: a panic prints one line and exits 101. A mounted file system is
+/// detached first so that the mount point is not left dead; the image was not
+/// unmounted cleanly and is recovered at its next mount.
+fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let payload = info.payload();
+        let what = if let Some(s) = payload.downcast_ref::<&str>() {
+            (*s).to_string()
+        } else if let Some(s) = payload.downcast_ref::<String>() {
+            s.clone()
+        } else {
+            "panic".to_string()
+        };
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        let mut line = format!("internal error: {}{at}", one_line(&what));
+        if let Some(mp) = mount::MOUNTED_AT.get() {
+            if let Ok(c) = std::ffi::CString::new(mp.as_os_str().as_encoded_bytes()) {
+                // SAFETY: `c` is a valid NUL-terminated path for the call.
+                if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
+                    line.push_str(&format!(
+                        "; detached {} (the image is recovered at its next mount)",
+                        mp.display()
+                    ));
+                }
+            }
+        }
+        mount::report_failure_to_parent(&line);
+        let _ = writeln!(std::io::stderr(), "mnemofs: {line}");
+        std::process::exit(101);
+    }));
+}

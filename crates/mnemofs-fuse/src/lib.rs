@@ -1,1 +1,17 @@
-//! FUSE adapter
+//! FUSE adapter for mnemofs: each kernel request becomes one engine call
+//! ([`MnemoFuse`]), engine errors become errnos in one place ([`errno`]), and
+//! [`mount_and_serve`] mounts with several event-loop threads and stops cleanly.
+
+mod adapter;
+mod convert;
+pub mod mountpoint;
+mod serve;
+pub mod signals;
+
+pub use adapter::{
+    AdapterOptions, MnemoFuse, DEFAULT_ATTR_TTL, DEFAULT_ENTRY_TTL, MAX_WRITE, STATS_XATTR,
+};
+pub use convert::{errno, file_attr, file_type, BLKSIZE};
+pub use mountpoint::{check_mountpoint, MountpointError, MNEMOFS_FSTYPE};
+pub use serve::{mount_and_serve, mount_and_serve_with, MountConfig, MountError};
+pub use signals::{BlockedSignals, STOP_SIGNALS};

@@ -147,7 +147,7 @@ impl Geometry {
             && g.freelist_start == g.journal_start + g.cpus as u64
             && g.inode_table_start == g.freelist_start + g.freelist_blocks
             && g.inode_count > 0
-            && g.inode_count % g.cpus as u64 == 0
+            && g.inode_count.is_multiple_of(g.cpus as u64)
             && g.inode_table_blocks == (g.inode_count * INODE_SIZE).div_ceil(BLOCK)
             && g.data_start == g.inode_table_start + g.inode_table_blocks
             && g.data_start < g.total_blocks
@@ -158,6 +158,18 @@ impl Geometry {
             return Err("superblock geometry is inconsistent with the image".into());
         }
         Ok(g)
+    }
+
+    /// Whichever of two superblock copies decodes to `self` (the bytes to repair the
+    /// other copy with).
+    pub fn encode_like(&self, a: &[u8; 128], b: &[u8; 128]) -> [u8; 128] {
+        if Geometry::decode(a, u64::MAX).ok().as_ref() == Some(self) {
+            *a
+        } else if Geometry::decode(b, u64::MAX).ok().as_ref() == Some(self) {
+            *b
+        } else {
+            self.encode()
+        }
     }
 
     pub fn journal_off(&self, cpu: u32) -> u64 {

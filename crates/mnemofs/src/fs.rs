@@ -313,7 +313,7 @@ impl Fs {
                 Ok(s) => staged.push(s),
                 Err(e) => {
                     for s in staged {
-                        s.abandon(&self.space);
+                        s.abandon(&self.pm, &self.space);
                     }
                     return Err(e);
                 }
@@ -338,7 +338,7 @@ impl Fs {
             self.pm.fence();
         } else if let Err(e) = self.journals.run(&self.pm, &words) {
             for s in staged {
-                s.abandon(&self.space);
+                s.abandon(&self.pm, &self.space);
             }
             return Err(e);
         }
@@ -380,7 +380,7 @@ impl Fs {
         let staged = fresh.stage(&self.pm, &self.space, st.ino, &entries)?;
         let ioff = self.geo.inode_off(st.ino);
         let Some(head) = staged.new_head else {
-            staged.abandon(&self.space);
+            staged.abandon(&self.pm, &self.space);
             return Err(FsError::Invalid("empty compaction"));
         };
         let words = [
@@ -388,7 +388,7 @@ impl Fs {
             (ioff + INO_TAIL_OFF, staged.new_tail),
         ];
         if let Err(e) = self.journals.run(&self.pm, &words) {
-            staged.abandon(&self.space);
+            staged.abandon(&self.pm, &self.space);
             return Err(e);
         }
         let mut ns = InodeState::new(st.ino, st.kind);

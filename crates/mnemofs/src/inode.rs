@@ -258,6 +258,9 @@ impl InodeState {
                 let mut dead_entry = None;
                 let mut pinned = true;
                 if let Some(dir) = self.dir.as_mut() {
+                    // Cookies are never handed out twice while their entries are in
+                    // the log (removes included).
+                    dir.next_cookie = dir.next_cookie.max(cookie + 1);
                     if let Some(old) = dir.names.remove(name) {
                         dir.order.remove(&old.cookie);
                         if old.kind == FileKind::Directory {

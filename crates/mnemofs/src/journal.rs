@@ -112,7 +112,7 @@ pub(crate) fn recover(
     for i in 0..n {
         let off = get_u64(&recs, i * 16);
         let old = get_u64(&recs, i * 16 + 8);
-        if off % 8 != 0 || off + 8 > geo.total_blocks * BLOCK || !valid_word(off) {
+        if !off.is_multiple_of(8) || off + 8 > geo.total_blocks * BLOCK || !valid_word(off) {
             return Err(format!("journal {cpu}: record {i} names offset {off:#x}"));
         }
         undo.push((off, old));

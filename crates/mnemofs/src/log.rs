@@ -10,10 +10,11 @@
 //!    for multi-inode operations), then a fence.
 //!
 //! Recovery replays exactly the committed entries (tag and CRC valid) that lie before
-//! the persisted tail; a slot without a mark is skipped. With one appender per log (the
-//! `inode` lock mode) the tail alone decides; the marks are what lets concurrent
-//! appenders (range-lock modes) commit independently, with the tail moved past
-//! entries that may still be in flight.
+//! the persisted tail; a slot without a mark (zero) is skipped one unit at a time.
+//! With one appender per log (the `inode` lock mode, the only one so far) the tail
+//! alone decides and a bad CRC below it is corruption. Concurrent appenders (the
+//! range-lock issue) will need the mark written as its own step after a fence, so that
+//! a tail moved past an entry still in flight finds no mark there.
 //!
 //! GC: *fast GC* unlinks pages all of whose entries are dead (one 8-byte pointer store
 //! per gap); *thorough GC* (in `fs`) rewrites the live state into a fresh chain and
@@ -44,14 +45,23 @@ pub(crate) struct LogState {
 /// Entries written but not yet committed by a tail update.
 pub(crate) struct Staged {
     pub offsets: Vec<u64>,
+    /// Bytes written past the old tail inside the old tail page (zeroed again if the
+    /// append is abandoned, so no stale entry is left for a later gap to expose).
+    pub dirty: (u64, u64),
     pub new_pages: Vec<u64>,
     pub new_head: Option<u64>,
     pub new_tail: u64,
 }
 
 impl Staged {
-    /// Gives back the pages of an append that will not be committed.
-    pub fn abandon(self, space: &Space) {
+    /// Undoes an append that will not be committed: zeroes what it wrote in the old
+    /// tail page (flushed; the next commit's fence orders it) and gives back its pages.
+    pub fn abandon(self, pm: &Pm, space: &Space) {
+        let (from, to) = self.dirty;
+        if to > from {
+            pm.zero(from, to - from);
+            pm.flush(from, to - from);
+        }
         for p in self.new_pages {
             space.free_run(p, 1);
         }
@@ -73,6 +83,7 @@ impl LogState {
     pub fn stage(&self, pm: &Pm, space: &Space, owner: u64, entries: &[Entry]) -> Result<Staged> {
         let mut st = Staged {
             offsets: Vec::with_capacity(entries.len()),
+            dirty: (self.tail, self.tail),
             new_pages: Vec::new(),
             new_head: None,
             new_tail: self.tail,
@@ -86,7 +97,7 @@ impl LogState {
                 let p = match space.alloc_one(true) {
                     Ok(p) => p,
                     Err(err) => {
-                        st.abandon(space);
+                        st.abandon(pm, space);
                         return Err(err);
                     }
                 };
@@ -109,6 +120,9 @@ impl LogState {
             body[0..8].copy_from_slice(&cw.to_le_bytes());
             pm.write(pos, &body);
             pm.flush(pos, len);
+            if st.new_pages.is_empty() {
+                st.dirty.1 = pos + len;
+            }
             st.offsets.push(pos);
             pos += len;
         }

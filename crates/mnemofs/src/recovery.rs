@@ -35,7 +35,7 @@ pub(crate) struct Loaded {
     pub states: HashMap<Ino, InodeState>,
     /// Free inode slots.
     pub free_inos: Vec<Ino>,
-    /// Free data-block extents (None: computed later from `used`).
+    /// Free data-block extents.
     pub free: Vec<Run>,
     pub problems: Vec<String>,
     pub log_pages: u64,
@@ -111,17 +111,22 @@ pub(crate) fn load(pm: &Pm, mode: Mode) -> Result<Loaded> {
         ));
     }
     if mode == Mode::Mount {
-        if !problems.is_empty() {
-            // Only superblock trouble so far: repair the primary from the replica
-            // when the replica is the good one.
-            let mut r = [0u8; 128];
-            pm.read(SB_REPLICA_BLOCK * BLOCK, &mut r);
-            if Geometry::decode(&r, pm.len()).is_ok() {
-                pm.write(0, &r);
-                pm.flush(0, 128);
-            }
-            problems.clear();
+        // Only superblock trouble so far, and `geo` came from a valid copy: repair
+        // whichever copy is bad from the good one.
+        let mut p = [0u8; 128];
+        pm.read(0, &mut p);
+        let mut r = [0u8; 128];
+        pm.read(SB_REPLICA_BLOCK * BLOCK, &mut r);
+        let good = geo.encode_like(&p, &r);
+        if Geometry::decode(&p, pm.len()).is_err() {
+            pm.write(0, &good);
+            pm.flush(0, 128);
         }
+        if Geometry::decode(&r, pm.len()).is_err() {
+            pm.write(SB_REPLICA_BLOCK * BLOCK, &good);
+            pm.flush(SB_REPLICA_BLOCK * BLOCK, 128);
+        }
+        problems.clear();
         pm.store_u64(SB_STATE_OFF, STATE_DIRTY);
         pm.flush(SB_STATE_OFF, 8);
         // Fence: the image is marked dirty before recovery changes anything, so a
@@ -279,7 +284,7 @@ fn load_inode(
         st.log.pages.push(p);
         let in_page = tail >= base && tail <= base + LOG_DATA;
         let end = if in_page { tail } else { base + LOG_DATA };
-        if (end - base) % UNIT != 0 {
+        if !(end - base).is_multiple_of(UNIT) {
             return Err(format!(
                 "inode {ino}: log tail {tail:#x} is not entry-aligned"
             ));

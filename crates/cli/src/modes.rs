@@ -1,0 +1,150 @@
+//! Presets and mode names for `mount`.
+
+use crate::error::{CliError, CliResult};
+use mnemofs::{LockMode, MountOptions, SmallWriteMode, PLANNED_PRESETS, PRESETS};
+
+fn names<T>(list: &[(&str, T)]) -> String {
+    list.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+}
+
+fn preset_names() -> String {
+    PRESETS
+        .iter()
+        .map(|p| p.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Help text of `--preset`.
+pub fn preset_help() -> String {
+    let built: Vec<String> = PRESETS
+        .iter()
+        .map(|p| {
+            format!(
+                "{} (lock={}, small-write={})",
+                p.name,
+                p.lock.name(),
+                p.small_write.name()
+            )
+        })
+        .collect();
+    format!(
+        "Mode preset: {}. Planned, not built yet: {}",
+        built.join("; "),
+        PLANNED_PRESETS.join(", ")
+    )
+}
+
+/// Help text of `--lock`.
+pub fn lock_help() -> String {
+    format!(
+        "Per-file lock, overriding the preset's: {}",
+        names(LockMode::ALL)
+    )
+}
+
+/// Help text of `--small-write`.
+pub fn small_write_help() -> String {
+    format!(
+        "Sub-page write path, overriding the preset's: {}",
+        names(SmallWriteMode::ALL)
+    )
+}
+
+/// Engine mount options from a preset name and optional mode overrides.
+pub fn resolve(
+    preset: &str,
+    lock: Option<&str>,
+    small_write: Option<&str>,
+) -> CliResult<MountOptions> {
+    let Some(p) = PRESETS.iter().find(|p| p.name == preset) else {
+        let msg = if PLANNED_PRESETS.contains(&preset) {
+            format!(
+                "preset '{preset}' is planned but not built yet; valid presets: {}",
+                preset_names()
+            )
+        } else {
+            format!(
+                "unknown preset '{preset}'; valid presets: {} (planned, not built yet: {})",
+                preset_names(),
+                PLANNED_PRESETS.join(", ")
+            )
+        };
+        return Err(CliError::new(msg));
+    };
+    let mut opts = MountOptions::from_preset(p);
+    if let Some(l) = lock {
+        opts.lock = LockMode::ALL
+            .iter()
+            .find(|(n, _)| *n == l)
+            .map(|(_, m)| *m)
+            .ok_or_else(|| {
+                CliError::new(format!(
+                    "unknown lock mode '{l}'; valid lock modes: {}",
+                    names(LockMode::ALL)
+                ))
+            })?;
+    }
+    if let Some(w) = small_write {
+        opts.small_write = SmallWriteMode::ALL
+            .iter()
+            .find(|(n, _)| *n == w)
+            .map(|(_, m)| *m)
+            .ok_or_else(|| {
+                CliError::new(format!(
+                    "unknown small-write mode '{w}'; valid small-write modes: {}",
+                    names(SmallWriteMode::ALL)
+                ))
+            })?;
+    }
+    opts.exclusive = true;
+    Ok(opts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn built_presets_resolve() {
+        for p in PRESETS {
+            let o = resolve(p.name, None, None).unwrap();
+            assert_eq!(o.lock, p.lock);
+            assert_eq!(o.small_write, p.small_write);
+            assert!(o.exclusive);
+        }
+    }
+
+    #[test]
+    fn planned_presets_are_refused_with_the_valid_list() {
+        for p in PLANNED_PRESETS {
+            let e = resolve(p, None, None).unwrap_err().msg;
+            assert!(e.contains("not built yet"), "{e}");
+            assert!(e.contains(PRESETS[0].name), "{e}");
+        }
+    }
+
+    #[test]
+    fn unknown_values_are_refused() {
+        let e = resolve("bogus", None, None).unwrap_err().msg;
+        assert!(
+            e.starts_with("unknown preset 'bogus'; valid presets: nova"),
+            "{e}"
+        );
+        let e = resolve("nova", Some("range"), None).unwrap_err().msg;
+        assert!(e.contains("unknown lock mode 'range'"), "{e}");
+        let e = resolve("nova", None, Some("log")).unwrap_err().msg;
+        assert!(e.contains("unknown small-write mode 'log'"), "{e}");
+    }
+
+    #[test]
+    fn overrides_apply() {
+        let (name, lock) = LockMode::ALL[0];
+        let (wname, sw) = SmallWriteMode::ALL[0];
+        let o = resolve("nova", Some(name), Some(wname)).unwrap();
+        assert_eq!((o.lock, o.small_write), (lock, sw));
+        assert!(preset_help().contains("nova"));
+        assert!(lock_help().contains("inode"));
+        assert!(small_write_help().contains("cow"));
+    }
+}

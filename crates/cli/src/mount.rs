@@ -1,0 +1,333 @@
+//! `mnemofs mount`.
+//!
+//! Without `--foreground` the command returns once the file system is mounted and
+//! keeps serving in the background. It does not fork (forking after threads exist is
+//! unsafe); it starts itself again as a daemon, `mount --foreground --ready-fd N`,
+//! in a new session with its output in a log file, and waits on a pipe: the daemon
+//! writes `R` once the mount is live, or `E` and the error message, or dies (end of
+//! file).
+
+use crate::error::{fs_error, io_error, retry_if_busy, CliError, CliResult};
+use crate::modes;
+use crate::output::note;
+use clap::Args;
+use mnemofs_fuse::{check_mountpoint, BlockedSignals, MountConfig, STOP_SIGNALS};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+
+#[derive(Args, Debug)]
+pub struct MountArgs {
+    /// Image file or PM device holding a mnemofs
+    pub image: PathBuf,
+    /// Empty directory to mount on
+    pub mountpoint: PathBuf,
+    /// Serve in the foreground until unmounted (Ctrl-C unmounts); default: return
+    /// once mounted and serve in the background
+    #[arg(long, short)]
+    pub foreground: bool,
+    #[arg(long, value_name = "P", default_value = "nova", help = modes::preset_help())]
+    pub preset: String,
+    /// FUSE event-loop threads (0 = one per CPU)
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub threads: usize,
+    #[arg(long, value_name = "L", help = modes::lock_help())]
+    pub lock: Option<String>,
+    #[arg(long = "small-write", value_name = "W", help = modes::small_write_help())]
+    pub small_write: Option<String>,
+    /// Go through the kernel page cache instead of direct I/O
+    #[arg(long)]
+    pub no_direct_io: bool,
+    /// (internal) pipe to report readiness on, from the parent of a background mount
+    #[arg(long, hide = true, value_name = "FD")]
+    pub ready_fd: Option<i32>,
+}
+
+/// The mount point while mounted (for the panic hook).
+pub static MOUNTED_AT: OnceLock<PathBuf> = OnceLock::new();
+
+/// The readiness pipe of a background mount until it is used.
+static READY_PIPE: Mutex<Option<File>> = Mutex::new(None);
+
+/// Tells the waiting parent, if any, that the mount failed. Used by the panic hook.
+pub fn report_failure_to_parent(msg: &str) {
+    if let Ok(mut guard) = READY_PIPE.try_lock() {
+        if let Some(mut pipe) = guard.take() {
+            let _ = pipe.write_all(format!("E{msg}").as_bytes());
+        }
+    }
+}
+
+fn report_ready_to_parent() -> bool {
+    let pipe = match READY_PIPE.lock() {
+        Ok(mut g) => g.take(),
+        Err(poisoned) => poisoned.into_inner().take(),
+    };
+    match pipe {
+        Some(mut p) => {
+            let _ = p.write_all(b"R");
+            true
+        }
+        None => false,
+    }
+}
+
+pub fn run(args: &MountArgs) -> CliResult<()> {
+    let opts = modes::resolve(
+        &args.preset,
+        args.lock.as_deref(),
+        args.small_write.as_deref(),
+    )?;
+    if args.foreground || args.ready_fd.is_some() {
+        let res = run_foreground(args, opts);
+        if let Err(e) = &res {
+            report_failure_to_parent(&e.msg);
+        }
+        return res;
+    }
+    let image = std::fs::canonicalize(&args.image).map_err(|e| io_error(&args.image, &e))?;
+    if image.is_dir() {
+        return Err(CliError::new(format!(
+            "{} is a directory, not an image",
+            image.display()
+        )));
+    }
+    let mountpoint = check_mountpoint(&args.mountpoint).map_err(|e| CliError::new(e.0))?;
+    spawn_daemon(args, &image, &mountpoint)
+}
+
+fn run_foreground(args: &MountArgs, opts: mnemofs::MountOptions) -> CliResult<()> {
+    if let Some(fd) = args.ready_fd {
+        let pipe = take_ready_fd(fd)?;
+        *READY_PIPE.lock().unwrap_or_else(|p| p.into_inner()) = Some(pipe);
+        // Leave the parent's session and terminal. Fails only for a process group
+        // leader, which a spawned child is not.
+        // SAFETY: setsid has no memory-safety preconditions.
+        unsafe { libc::setsid() };
+    }
+    // Before the engine starts any thread, so that every thread inherits the mask.
+    let _blocked = BlockedSignals::block(&STOP_SIGNALS)
+        .map_err(|e| CliError::new(format!("cannot block signals: {e}")))?;
+    // Checked before the engine mount so that a bad mount point costs no recovery.
+    let mountpoint = check_mountpoint(&args.mountpoint).map_err(|e| CliError::new(e.0))?;
+    let fs = retry_if_busy(|| mnemofs::mount(&args.image, &opts))
+        .map_err(|e| fs_error(&args.image, &e))?;
+    let cfg = MountConfig {
+        threads: args.threads,
+        direct_io: !args.no_direct_io,
+        ..MountConfig::default()
+    };
+    let image = args.image.display().to_string();
+    let daemon = args.ready_fd.is_some();
+    mnemofs_fuse::mount_and_serve_with(Arc::new(fs), &mountpoint, &cfg, |mp| {
+        let _ = MOUNTED_AT.set(mp.to_path_buf());
+        report_ready_to_parent();
+        if daemon {
+            note(&format!(
+                "mnemofs: {image} mounted on {} (pid {}, {} threads)",
+                mp.display(),
+                std::process::id(),
+                cfg.effective_threads()
+            ));
+        } else {
+            note(&format!(
+                "mnemofs: {image} mounted on {}; Ctrl-C or `umount {}` unmounts it",
+                mp.display(),
+                mp.display()
+            ));
+        }
+    })
+    .map_err(|e| CliError::new(e.to_string()))?;
+    note(&format!(
+        "mnemofs: {} unmounted cleanly",
+        mountpoint.display()
+    ));
+    Ok(())
+}
+
+/// Takes ownership of the readiness pipe the parent passed.
+fn take_ready_fd(fd: i32) -> CliResult<File> {
+    if fd < 3 {
+        return Err(CliError::new(format!("--ready-fd {fd}: not a pipe")));
+    }
+    // SAFETY: F_GETFD only reads the descriptor's flags; a closed fd yields EBADF.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    if flags < 0 {
+        return Err(CliError::new(format!(
+            "--ready-fd {fd}: not an open file descriptor"
+        )));
+    }
+    // Not inherited by anything this process starts (e.g. fusermount3).
+    // SAFETY: F_SETFD on an open descriptor only changes its flags.
+    unsafe { libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC) };
+    // SAFETY: the parent passed this open descriptor (checked above) for this
+    // process alone; nothing else here owns or closes it.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+/// Starts the background daemon and waits until it has mounted (or failed).
+fn spawn_daemon(args: &MountArgs, image: &Path, mountpoint: &Path) -> CliResult<()> {
+    let (mut reader, writer) =
+        std::io::pipe().map_err(|e| CliError::new(format!("cannot create a pipe: {e}")))?;
+    // The pipe is close-on-exec; the daemon gets a duplicate without that flag,
+    // numbered above the standard descriptors.
+    // SAFETY: F_DUPFD duplicates an open descriptor; the result is checked.
+    let dup = unsafe { libc::fcntl(writer.as_raw_fd(), libc::F_DUPFD, 3) };
+    if dup < 0 {
+        return Err(CliError::new(format!(
+            "cannot duplicate a pipe: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    // SAFETY: `dup` is a fresh descriptor that nothing else owns.
+    let child_end = unsafe { OwnedFd::from_raw_fd(dup) };
+
+    let exe = std::env::current_exe()
+        .map_err(|e| CliError::new(format!("cannot find the mnemofs executable: {e}")))?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("mount")
+        .arg("--foreground")
+        .arg("--ready-fd")
+        .arg(child_end.as_raw_fd().to_string())
+        .arg("--preset")
+        .arg(&args.preset)
+        .arg("--threads")
+        .arg(args.threads.to_string());
+    if let Some(l) = &args.lock {
+        cmd.arg("--lock").arg(l);
+    }
+    if let Some(w) = &args.small_write {
+        cmd.arg("--small-write").arg(w);
+    }
+    if args.no_direct_io {
+        cmd.arg("--no-direct-io");
+    }
+    cmd.arg("--").arg(image).arg(mountpoint);
+    cmd.stdin(Stdio::null()).current_dir("/");
+    let log = open_log(mountpoint);
+    match &log {
+        Some((_, f)) => match (f.try_clone(), f.try_clone()) {
+            (Ok(a), Ok(b)) => {
+                cmd.stdout(a).stderr(b);
+            }
+            _ => {
+                cmd.stdout(Stdio::null()).stderr(Stdio::null());
+            }
+        },
+        None => {
+            cmd.stdout(Stdio::null()).stderr(Stdio::null());
+        }
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| CliError::new(format!("cannot start the mount daemon: {e}")))?;
+    drop(child_end);
+    drop(writer);
+
+    let mut first = [0u8; 1];
+    let got = loop {
+        match reader.read(&mut first) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            r => break r,
+        }
+    };
+    match got {
+        Ok(1) if first[0] == b'R' => Ok(()),
+        Ok(1) if first[0] == b'E' => {
+            let mut rest = Vec::new();
+            let _ = reader.read_to_end(&mut rest);
+            let _ = child.wait();
+            let msg = String::from_utf8_lossy(&rest).into_owned();
+            Err(CliError::new(if msg.trim().is_empty() {
+                "the mount daemon failed".to_string()
+            } else {
+                msg
+            }))
+        }
+        _ => {
+            let status = match child.wait() {
+                Ok(s) => s.to_string(),
+                Err(e) => e.to_string(),
+            };
+            let hint = log
+                .as_ref()
+                .map(|(p, _)| format!("; see {}", p.display()))
+                .unwrap_or_default();
+            Err(CliError::new(format!(
+                "the mount daemon ended ({status}) before {} was mounted{hint}",
+                mountpoint.display()
+            )))
+        }
+    }
+}
+
+/// Log file of a background mount: /run/mnemofs/<mount point>.log when writable,
+/// else in the temporary directory.
+fn open_log(mountpoint: &Path) -> Option<(PathBuf, File)> {
+    let name = log_name(mountpoint);
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let dirs = [
+        PathBuf::from("/run/mnemofs"),
+        std::env::temp_dir().join(format!("mnemofs-{uid}")),
+    ];
+    for dir in dirs {
+        if std::fs::create_dir_all(&dir).is_err() {
+            continue;
+        }
+        let path = dir.join(&name);
+        if let Ok(f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+        {
+            return Some((path, f));
+        }
+    }
+    None
+}
+
+/// `/tmp/my mnt` -> `tmp_my_mnt.log`.
+fn log_name(mountpoint: &Path) -> String {
+    let s: String = mountpoint
+        .to_string_lossy()
+        .trim_matches('/')
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() {
+        "root.log".to_string()
+    } else {
+        format!("{s}.log")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_names() {
+        assert_eq!(log_name(Path::new("/tmp/m")), "tmp_m.log");
+        assert_eq!(log_name(Path::new("/mnt/my dir/x")), "mnt_my_dir_x.log");
+        assert_eq!(log_name(Path::new("/")), "root.log");
+    }
+
+    #[test]
+    fn ready_fd_must_be_open() {
+        assert!(take_ready_fd(1).is_err());
+        assert!(take_ready_fd(999_999)
+            .unwrap_err()
+            .msg
+            .contains("not an open"));
+    }
+}

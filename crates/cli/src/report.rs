@@ -1,0 +1,197 @@
+//! Human-readable output of `stat` and `fsck`.
+
+use crate::size::format_bytes;
+use mnemofs::FsckReport;
+use serde_json::Value;
+use std::fmt::Write;
+
+fn u(v: &Value, key: &str) -> u64 {
+    v.get(key).and_then(Value::as_u64).unwrap_or(0)
+}
+
+fn s<'a>(v: &'a Value, key: &str) -> &'a str {
+    v.get(key).and_then(Value::as_str).unwrap_or("?")
+}
+
+fn percent(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        "-".to_string()
+    } else {
+        format!("{:.1}%", part as f64 * 100.0 / whole as f64)
+    }
+}
+
+/// Renders `FsStats` (as JSON, from the engine or from the stats xattr).
+pub fn render_stats(what: &str, v: &Value) -> String {
+    let bs = u(v, "block_size").max(1);
+    let data = u(v, "data_blocks");
+    let free = u(v, "free_blocks");
+    let used = data.saturating_sub(free);
+    let per_cpu: Vec<String> = v
+        .get("free_blocks_per_cpu")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|x| x.as_u64().map_or_else(|| "?".into(), |n| n.to_string()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let inodes_total = u(v, "inodes_total");
+    let inodes_used = u(v, "inodes_used");
+    let clean = match v.get("clean_mount").and_then(Value::as_bool) {
+        Some(true) => "yes",
+        Some(false) => "no (recovery ran at mount)",
+        None => "?",
+    };
+
+    let mut o = String::new();
+    let _ = writeln!(o, "mnemofs {what}");
+    let _ = writeln!(
+        o,
+        "  geometry      {} image, {} blocks of {} bytes, {} for data, {} CPUs",
+        format_bytes(u(v, "size_bytes")),
+        u(v, "total_blocks"),
+        bs,
+        data,
+        u(v, "cpus"),
+    );
+    let _ = writeln!(
+        o,
+        "  space         {} used, {} free of {} ({} free)",
+        format_bytes(used.saturating_mul(bs)),
+        format_bytes(free.saturating_mul(bs)),
+        format_bytes(data.saturating_mul(bs)),
+        percent(free, data),
+    );
+    let _ = writeln!(o, "  free per CPU  [{}] blocks", per_cpu.join(", "));
+    let _ = writeln!(
+        o,
+        "  inodes        {} used of {} ({} free)",
+        inodes_used,
+        inodes_total,
+        inodes_total.saturating_sub(inodes_used),
+    );
+    let _ = writeln!(o, "  log pages     {}", u(v, "log_pages"));
+    let _ = writeln!(o, "  data pages    {}", u(v, "data_pages"));
+    let _ = writeln!(
+        o,
+        "  PM writes     {} written, {} flushes ({}), {} fences",
+        format_bytes(u(v, "pm_bytes_written")),
+        u(v, "pm_flushes"),
+        s(v, "flush_instruction"),
+        u(v, "pm_fences"),
+    );
+    let _ = writeln!(o, "  mapping       {}", s(v, "map_mode"));
+    let _ = writeln!(
+        o,
+        "  modes         lock={} small-write={}",
+        s(v, "lock_mode"),
+        s(v, "small_write_mode"),
+    );
+    let _ = write!(o, "  clean mount   {clean}");
+    o
+}
+
+/// Renders an fsck report: a summary, then each problem on its own line.
+pub fn render_fsck(image: &str, r: &FsckReport) -> String {
+    let mut o = String::new();
+    if r.is_clean() {
+        let _ = writeln!(o, "{image}: clean");
+    } else {
+        let n = r.problems.len();
+        let _ = writeln!(
+            o,
+            "{image}: {n} problem{} found",
+            if n == 1 { "" } else { "s" }
+        );
+    }
+    let _ = writeln!(
+        o,
+        "  {} inodes ({} directories, {} files), {} log pages, {} data pages, {} free blocks, last unmount {}",
+        r.inodes,
+        r.directories,
+        r.files,
+        r.log_pages,
+        r.data_pages,
+        r.free_blocks,
+        if r.clean_unmount { "clean" } else { "not clean" },
+    );
+    for p in &r.problems {
+        let _ = writeln!(o, "{}", crate::error::one_line(p));
+    }
+    o.pop();
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mnemofs::FsStats;
+
+    fn sample() -> FsStats {
+        FsStats {
+            size_bytes: 64 << 20,
+            block_size: 4096,
+            total_blocks: 16384,
+            data_blocks: 16000,
+            free_blocks: 15000,
+            free_blocks_per_cpu: vec![7500, 7500],
+            cpus: 2,
+            inodes_total: 4096,
+            inodes_used: 3,
+            log_pages: 5,
+            data_pages: 2,
+            pm_bytes_written: 12 << 10,
+            pm_flushes: 100,
+            pm_fences: 50,
+            flush_instruction: "clwb".into(),
+            map_mode: "shared".into(),
+            lock_mode: "inode".into(),
+            small_write_mode: "cow".into(),
+            clean_mount: true,
+        }
+    }
+
+    #[test]
+    fn stats_text() {
+        let v = serde_json::to_value(sample()).unwrap();
+        let t = render_stats("image /dev/shm/x.img", &v);
+        assert!(t.starts_with("mnemofs image /dev/shm/x.img\n"), "{t}");
+        assert!(t.contains("64.0 MiB image, 16384 blocks of 4096 bytes, 16000 for data, 2 CPUs"));
+        assert!(
+            t.contains("3.9 MiB used, 58.6 MiB free of 62.5 MiB (93.8% free)"),
+            "{t}"
+        );
+        assert!(t.contains("[7500, 7500] blocks"));
+        assert!(t.contains("3 used of 4096 (4093 free)"));
+        assert!(t.contains("12.0 KiB written, 100 flushes (clwb), 50 fences"));
+        assert!(t.contains("lock=inode small-write=cow"));
+        assert!(t.ends_with("clean mount   yes"));
+    }
+
+    #[test]
+    fn stats_text_tolerates_missing_fields() {
+        let t = render_stats("x", &serde_json::json!({}));
+        assert!(t.contains("inodes        0 used of 0"));
+    }
+
+    #[test]
+    fn fsck_text() {
+        let mut r = FsckReport {
+            inodes: 3,
+            directories: 1,
+            files: 2,
+            clean_unmount: true,
+            ..Default::default()
+        };
+        let t = render_fsck("img", &r);
+        assert!(t.starts_with("img: clean\n"));
+        r.problems = vec!["inode 5: bad link count".into(), "block 9\nleaked".into()];
+        let t = render_fsck("img", &r);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[0], "img: 2 problems found");
+        assert_eq!(lines[2], "inode 5: bad link count");
+        assert_eq!(lines[3], "block 9 leaked");
+        assert_eq!(lines.len(), 4);
+    }
+}

@@ -1,0 +1,130 @@
+//! Helpers for the FUSE integration tests: they run the real `mnemofs` binary as root
+//! against /dev/fuse.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_mnemofs")
+}
+
+pub fn run(args: &[&str]) -> Output {
+    Command::new(bin())
+        .args(args)
+        .output()
+        .expect("run mnemofs")
+}
+
+pub struct Env {
+    pub dir: tempfile::TempDir,
+    pub img: PathBuf,
+    pub mnt: PathBuf,
+}
+
+pub fn env(size: &str) -> Env {
+    assert!(
+        Path::new("/dev/fuse").exists(),
+        "these tests need /dev/fuse"
+    );
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let img = dir.path().join("img");
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let o = run(&["mkfs", img.to_str().unwrap(), "--size", size]);
+    assert!(
+        o.status.success(),
+        "mkfs: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    Env { dir, img, mnt }
+}
+
+pub fn is_mounted(mnt: &Path) -> bool {
+    let m = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let p = mnt.to_str().unwrap();
+    m.lines().any(|l| l.split(' ').nth(4) == Some(p))
+}
+
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Mounts in the background (the command returns once mounted).
+pub fn mount(e: &Env) {
+    let o = run(&["mount", e.img.to_str().unwrap(), e.mnt.to_str().unwrap()]);
+    assert!(
+        o.status.success(),
+        "mount: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(is_mounted(&e.mnt));
+}
+
+/// Mounts with `--foreground` as a child process (so a test can kill it).
+pub fn mount_foreground(e: &Env) -> Child {
+    let c = Command::new(bin())
+        .args([
+            "mount",
+            e.img.to_str().unwrap(),
+            e.mnt.to_str().unwrap(),
+            "--foreground",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("mount", || is_mounted(&e.mnt));
+    c
+}
+
+/// Unmounts with fusermount3 -u and waits until the daemon let go of the image.
+pub fn unmount(e: &Env) {
+    let o = Command::new("fusermount3")
+        .arg("-u")
+        .arg(&e.mnt)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "fusermount3 -u: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    wait_for("unmount", || !is_mounted(&e.mnt));
+    // The daemon saves its free list and exits after the kernel lets go.
+    wait_for("daemon exit", || {
+        let o = run(&["fsck", e.img.to_str().unwrap()]);
+        !String::from_utf8_lossy(&o.stderr).contains("in use")
+    });
+}
+
+pub fn fsck_clean(e: &Env) {
+    let o = run(&["fsck", e.img.to_str().unwrap()]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "fsck: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        if is_mounted(&self.mnt) {
+            let _ = Command::new("fusermount3")
+                .arg("-u")
+                .arg("-z")
+                .arg(&self.mnt)
+                .status();
+        }
+    }
+}

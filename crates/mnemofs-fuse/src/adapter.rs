@@ -1,0 +1,627 @@
+//! [`MnemoFuse`]: the `fuser::Filesystem` that turns each kernel request into one
+//! engine call and its result into the reply.
+
+use crate::convert::{errno, file_attr, file_type, rename_flags, time_or_now, to_timespec};
+use fuser::{
+    AccessFlags, BsdFileFlags, Errno, FileHandle, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, OpenFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    WriteFlags,
+};
+use mnemofs::{Attr, Fs, SetAttr, ROOT_INO};
+use std::cell::RefCell;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// Name of the root-directory xattr that holds [`mnemofs::FsStats`] as JSON.
+pub const STATS_XATTR: &str = "user.mnemofs.stats";
+
+/// Largest write the kernel sends in one request.
+pub const MAX_WRITE: u32 = 1 << 20;
+
+/// How long the kernel may cache a name -> inode lookup.
+///
+/// Every namespace change of this file system reaches the engine through this mount's
+/// kernel inode and dentry caches (the image is locked against a second mount), and
+/// the kernel drops the dentries it changes itself (unlink, rmdir, rename). The TTL
+/// only bounds how long a lookup result is trusted without asking; one second keeps
+/// path walks cheap.
+pub const DEFAULT_ENTRY_TTL: Duration = Duration::from_secs(1);
+
+/// How long the kernel may cache attributes.
+///
+/// Why not 0: with `default_permissions` the kernel checks permissions itself and,
+/// with a zero attribute TTL, sends a GETATTR for every path component of every path
+/// walk. Why a short TTL is still correct with many threads and direct I/O: every
+/// change goes through this mount, and the kernel invalidates the cached attributes
+/// of each inode a request changes: after a write (size, mtime, ctime, blocks; the
+/// kernel also raises its cached size itself), after setattr (it takes the attributes
+/// from our reply), after fallocate, link, unlink, rename and create in a directory.
+/// So `stat` after `write` refetches from the engine. The one value the kernel cannot
+/// predict is the offset of an `O_APPEND` write (the engine chooses end of file
+/// atomically); its size is invalidated just the same, and such writes are serialized
+/// by the kernel's inode lock. What a short TTL can leave stale for up to a second is
+/// only `atime`, which the kernel does not invalidate on reads.
+pub const DEFAULT_ATTR_TTL: Duration = Duration::from_secs(1);
+
+/// Directory entries fetched from the engine per readdir call.
+const READDIR_BATCH: usize = 128;
+
+/// Bit 0 of a file handle: the file was opened with `O_APPEND`.
+const FH_APPEND: u64 = 1;
+
+thread_local! {
+    /// Per event-loop-thread read buffer, so that reads do not allocate.
+    static READ_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Adapter options.
+#[derive(Clone, Debug)]
+pub struct AdapterOptions {
+    /// Open files with `FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES` (no page cache:
+    /// every read and write reaches the engine, as on a DAX file system).
+    pub direct_io: bool,
+    pub entry_ttl: Duration,
+    pub attr_ttl: Duration,
+}
+
+impl Default for AdapterOptions {
+    fn default() -> Self {
+        AdapterOptions {
+            direct_io: true,
+            entry_ttl: DEFAULT_ENTRY_TTL,
+            attr_ttl: DEFAULT_ATTR_TTL,
+        }
+    }
+}
+
+/// The FUSE file system over a mounted mnemofs.
+pub struct MnemoFuse {
+    fs: Arc<Fs>,
+    opts: AdapterOptions,
+    /// Next file handle (bits 1..; bit 0 is [`FH_APPEND`]).
+    next_fh: AtomicU64,
+    /// The kernel sends the file's open flags with each write (ABI 7.9+); then they,
+    /// not the flags remembered at open, decide whether a write appends (so that
+    /// `fcntl(F_SETFL, O_APPEND)` is honoured).
+    write_flags_known: bool,
+}
+
+impl std::fmt::Debug for MnemoFuse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MnemoFuse")
+            .field("opts", &self.opts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MnemoFuse {
+    pub fn new(fs: Arc<Fs>, opts: AdapterOptions) -> MnemoFuse {
+        MnemoFuse {
+            fs,
+            opts,
+            next_fh: AtomicU64::new(1),
+            write_flags_known: false,
+        }
+    }
+
+    /// The engine this adapter serves.
+    pub fn fs(&self) -> &Arc<Fs> {
+        &self.fs
+    }
+
+    fn new_fh(&self, flags: i32) -> FileHandle {
+        let n = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        let append = if flags & libc::O_APPEND != 0 {
+            FH_APPEND
+        } else {
+            0
+        };
+        FileHandle((n << 1) | append)
+    }
+
+    fn open_flags(&self) -> FopenFlags {
+        if self.opts.direct_io {
+            FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
+        } else {
+            FopenFlags::empty()
+        }
+    }
+
+    fn reply_entry(&self, reply: ReplyEntry, res: mnemofs::Result<Attr>) {
+        match res {
+            Ok(attr) => reply.entry_with_ttls(
+                &self.opts.attr_ttl,
+                &self.opts.entry_ttl,
+                &file_attr(&attr),
+                Generation(0),
+            ),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn reply_attr(&self, reply: ReplyAttr, res: mnemofs::Result<Attr>) {
+        match res {
+            Ok(attr) => reply.attr(&self.opts.attr_ttl, &file_attr(&attr)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+}
+
+fn reply_empty(reply: ReplyEmpty, res: mnemofs::Result<()>) {
+    match res {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(errno(&e)),
+    }
+}
+
+/// Replies to an xattr request with `value` (size query when `size == 0`).
+fn reply_xattr_value(reply: ReplyXattr, size: u32, value: &[u8]) {
+    let Ok(len) = u32::try_from(value.len()) else {
+        return reply.error(Errno::E2BIG);
+    };
+    if size == 0 {
+        reply.size(len);
+    } else if len > size {
+        reply.error(Errno::ERANGE);
+    } else {
+        reply.data(value);
+    }
+}
+
+/// Permission bits of a new node: `mode` less the umask (when the kernel did not
+/// apply it already, it is applied here; applying it twice changes nothing).
+fn masked(mode: u32, umask: u32) -> u32 {
+    mode & 0o7777 & !umask
+}
+
+impl fuser::Filesystem for MnemoFuse {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let abi = config.kernel_abi();
+        self.write_flags_known = (abi.0, abi.1) >= (7, 9);
+        // Requests of up to 1 MiB (the kernel limits this further by max_pages).
+        if let Err(nearest) = config.set_max_write(MAX_WRITE) {
+            let _ = config.set_max_write(nearest);
+        }
+        // Each of these is optional: take what the kernel offers. Not FUSE_ASYNC_DIO:
+        // with it the kernel sends the pieces of one large O_DIRECT/AIO write
+        // concurrently, and `O_APPEND` pieces (each appended where the engine finds
+        // the end of file) could then land out of order. Without it the pieces of
+        // one write arrive in order, under the kernel's exclusive inode lock.
+        let mut wanted = InitFlags::FUSE_BIG_WRITES
+            | InitFlags::FUSE_MAX_PAGES
+            | InitFlags::FUSE_PARALLEL_DIROPS;
+        if self.opts.direct_io {
+            // Shared mmap of files opened with FOPEN_DIRECT_IO (Linux 6.6+).
+            wanted |= InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP;
+        }
+        let _ = config.add_capabilities(wanted & config.capabilities());
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        self.reply_entry(reply, self.fs.lookup(parent.0, name.as_bytes()));
+    }
+
+    fn forget(&self, _req: &Request, _ino: INodeNo, _nlookup: u64) {
+        // Inode lifetimes are the engine's (open pins and link counts), not the
+        // kernel's lookup counts.
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        self.reply_attr(reply, self.fs.getattr(ino.0));
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        // A truncate through a file handle (ftruncate) is the same as by inode: an
+        // open file stays pinned in the engine even after its last unlink.
+        let req = SetAttr {
+            mode: mode.map(|m| m & 0o7777),
+            uid,
+            gid,
+            size,
+            atime: atime.map(time_or_now),
+            mtime: mtime.map(time_or_now),
+            ctime: ctime.map(to_timespec),
+        };
+        self.reply_attr(reply, self.fs.setattr(ino.0, &req));
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.fs.readlink(ino.0) {
+            Ok(target) => reply.data(&target),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let mode = (mode & libc::S_IFMT) | masked(mode, umask);
+        let res = self
+            .fs
+            .mknod(parent.0, name.as_bytes(), mode, rdev, req.uid(), req.gid());
+        self.reply_entry(reply, res);
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let res = self.fs.mkdir(
+            parent.0,
+            name.as_bytes(),
+            masked(mode, umask),
+            req.uid(),
+            req.gid(),
+        );
+        self.reply_entry(reply, res);
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        reply_empty(reply, self.fs.unlink(parent.0, name.as_bytes()));
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        reply_empty(reply, self.fs.rmdir(parent.0, name.as_bytes()));
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let res = self.fs.symlink(
+            parent.0,
+            link_name.as_bytes(),
+            target.as_os_str().as_bytes(),
+            req.uid(),
+            req.gid(),
+        );
+        self.reply_entry(reply, res);
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: fuser::RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let flags = match rename_flags(flags) {
+            Ok(f) => f,
+            Err(e) => return reply.error(e),
+        };
+        let res = self.fs.rename(
+            parent.0,
+            name.as_bytes(),
+            newparent.0,
+            newname.as_bytes(),
+            flags,
+        );
+        reply_empty(reply, res);
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        self.reply_entry(reply, self.fs.link(ino.0, newparent.0, newname.as_bytes()));
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        match self.fs.open(ino.0) {
+            Ok(()) => reply.opened(self.new_fh(flags.0), self.open_flags()),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let size = size as usize;
+        READ_BUF.with_borrow_mut(|buf| {
+            if buf.len() < size {
+                buf.resize(size, 0);
+            }
+            let buf = &mut buf[..size];
+            match self.fs.read(ino.0, offset, buf) {
+                Ok(n) => reply.data(&buf[..n.min(size)]),
+                Err(e) => reply.error(errno(&e)),
+            }
+        });
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let append = if self.write_flags_known {
+            flags.0 & libc::O_APPEND != 0
+        } else {
+            fh.0 & FH_APPEND != 0
+        };
+        let res = if append {
+            // The engine picks the end of file atomically; the kernel's offset
+            // (its cached size) is ignored.
+            self.fs.append(ino.0, data).map(|_| data.len())
+        } else {
+            self.fs.write(ino.0, offset, data)
+        };
+        match res {
+            Ok(n) => reply.written(u32::try_from(n).unwrap_or(u32::MAX)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        // Nothing is buffered: every completed write is durable.
+        reply.ok();
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        reply_empty(reply, self.fs.release(ino.0));
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        reply_empty(reply, self.fs.fsync(ino.0));
+    }
+
+    fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        // Directory streams are stateless: readdir offsets are the engine's stable
+        // entry offsets.
+        reply.opened(FileHandle(0), FopenFlags::empty());
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let mut offset = offset;
+        let mut added = false;
+        loop {
+            let entries = match self.fs.readdir(ino.0, offset, READDIR_BATCH) {
+                Ok(entries) => entries,
+                // Entries already added are sent; the error comes back on the next call.
+                Err(_) if added => return reply.ok(),
+                Err(e) => return reply.error(errno(&e)),
+            };
+            let got = entries.len();
+            for e in entries {
+                let full = reply.add(
+                    INodeNo(e.ino),
+                    e.offset,
+                    file_type(e.kind),
+                    OsStr::from_bytes(&e.name),
+                );
+                if full {
+                    return reply.ok();
+                }
+                added = true;
+                offset = e.offset;
+            }
+            if got < READDIR_BATCH {
+                return reply.ok();
+            }
+        }
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        reply_empty(reply, self.fs.fsync(ino.0));
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let s = self.fs.statfs();
+        reply.statfs(
+            s.blocks,
+            s.blocks_free,
+            s.blocks_avail,
+            s.files,
+            s.files_free,
+            s.block_size,
+            s.name_max,
+            s.block_size,
+        );
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _value: &[u8],
+        _flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(Errno::EOPNOTSUPP);
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        if ino.0 != ROOT_INO || name.as_bytes() != STATS_XATTR.as_bytes() {
+            return reply.error(Errno::NO_XATTR);
+        }
+        match serde_json::to_vec(&self.fs.stats()) {
+            Ok(json) => reply_xattr_value(reply, size, &json),
+            Err(_) => reply.error(Errno::EIO),
+        }
+    }
+
+    fn listxattr(&self, _req: &Request, _ino: INodeNo, size: u32, reply: ReplyXattr) {
+        // The stats attribute is not listed (it is not a stored attribute, and
+        // copying tools must not try to replicate it).
+        reply_xattr_value(reply, size, &[]);
+    }
+
+    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(Errno::EOPNOTSUPP);
+    }
+
+    fn access(&self, _req: &Request, _ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
+        // Mounted with default_permissions: the kernel checks access itself.
+        reply.ok();
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let attr = match self.fs.create(
+            parent.0,
+            name.as_bytes(),
+            masked(mode, umask),
+            req.uid(),
+            req.gid(),
+        ) {
+            Ok(attr) => attr,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        if let Err(e) = self.fs.open(attr.ino) {
+            return reply.error(errno(&e));
+        }
+        // One TTL for the entry and its attributes here: the shorter one.
+        let ttl = self.opts.attr_ttl.min(self.opts.entry_ttl);
+        reply.created(
+            &ttl,
+            &file_attr(&attr),
+            Generation(0),
+            self.new_fh(flags),
+            self.open_flags(),
+        );
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        reply_empty(reply, self.fs.fallocate(ino.0, offset, length, mode));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn umask_applied() {
+        assert_eq!(masked(0o100666, 0o022), 0o644);
+        assert_eq!(masked(0o1777, 0o002), 0o1775);
+        assert_eq!(masked(0o644, 0), 0o644);
+    }
+}
