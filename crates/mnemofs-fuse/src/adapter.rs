@@ -134,12 +134,17 @@ impl MnemoFuse {
 
     fn reply_entry(&self, reply: ReplyEntry, res: mnemofs::Result<Attr>) {
         match res {
-            Ok(attr) => reply.entry_with_ttls(
-                &self.opts.attr_ttl,
-                &self.opts.entry_ttl,
-                &file_attr(&attr),
-                Generation(0),
-            ),
+            // Every entry reply raises the kernel's lookup count of the inode; the
+            // engine keeps the number from being reused until the matching forget.
+            Ok(attr) => {
+                self.fs.remember(attr.ino);
+                reply.entry_with_ttls(
+                    &self.opts.attr_ttl,
+                    &self.opts.entry_ttl,
+                    &file_attr(&attr),
+                    Generation(0),
+                )
+            }
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -207,9 +212,8 @@ impl fuser::Filesystem for MnemoFuse {
         self.reply_entry(reply, self.fs.lookup(parent.0, name.as_bytes()));
     }
 
-    fn forget(&self, _req: &Request, _ino: INodeNo, _nlookup: u64) {
-        // Inode lifetimes are the engine's (open pins and link counts), not the
-        // kernel's lookup counts.
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.fs.forget(ino.0, nlookup);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -589,6 +593,7 @@ impl fuser::Filesystem for MnemoFuse {
         if let Err(e) = self.fs.open(attr.ino) {
             return reply.error(errno(&e));
         }
+        self.fs.remember(attr.ino);
         // One TTL for the entry and its attributes here: the shorter one.
         let ttl = self.opts.attr_ttl.min(self.opts.entry_ttl);
         reply.created(

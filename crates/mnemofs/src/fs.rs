@@ -8,7 +8,6 @@ use crate::format::{
 };
 use crate::inode::{Inode, InodeState};
 use crate::journal::Journals;
-use crate::lock::FileLock;
 use crate::log::{init_page, LogState};
 use crate::recovery::{self, Mode};
 use crate::space::{Run, Space};
@@ -17,7 +16,7 @@ use parking_lot::{ArcMutexGuard, Mutex, RawMutex, RwLock};
 use pm::Pm;
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Largest file size (bytes).
@@ -171,12 +170,7 @@ impl Fs {
             table.free[geo.ino_cpu(ino) as usize].lock().push(ino);
         }
         for (ino, st) in loaded.states {
-            let inode = Arc::new(Inode {
-                ino,
-                state: Arc::new(Mutex::new(st)),
-                data: FileLock::new(opts.lock),
-                opens: AtomicU32::new(0),
-            });
+            let inode = Arc::new(Inode::new(st, opts.lock));
             table.shards[ino as usize % SHARDS]
                 .write()
                 .insert(ino, inode);
@@ -275,12 +269,7 @@ impl Fs {
 
     pub(crate) fn insert_inode(&self, st: InodeState) -> Arc<Inode> {
         let ino = st.ino;
-        let inode = Arc::new(Inode {
-            ino,
-            state: Arc::new(Mutex::new(st)),
-            data: FileLock::new(self.opts.lock),
-            opens: AtomicU32::new(0),
-        });
+        let inode = Arc::new(Inode::new(st, self.opts.lock));
         self.table.shards[ino as usize % SHARDS]
             .write()
             .insert(ino, inode.clone());
@@ -408,12 +397,18 @@ impl Fs {
         Ok(())
     }
 
-    /// Frees an inode whose link count is 0 and which nobody has open.
+    /// Frees an inode whose link count is 0, which nobody has open and whose number
+    /// no frontend still references.
     pub(crate) fn maybe_free(&self, ino: Ino) {
         let Ok(inode) = self.get(ino) else { return };
         let _d = inode.data.write(0, u64::MAX);
         let mut st = inode.state.lock();
-        if st.dead || st.nlink > 0 || inode.opens.load(Ordering::Acquire) > 0 || ino == ROOT_INO {
+        if st.dead
+            || st.nlink > 0
+            || inode.opens.load(Ordering::Acquire) > 0
+            || inode.lookups.load(Ordering::Acquire) > 0
+            || ino == ROOT_INO
+        {
             return;
         }
         let ioff = self.geo.inode_off(ino);
@@ -603,6 +598,28 @@ impl Fs {
             self.maybe_free(ino);
         }
         Ok(())
+    }
+
+    /// Records that a frontend handed out a reference to `ino` (a FUSE entry reply:
+    /// lookup, create, mkdir, mknod, symlink, link). Until the matching `forget`, an
+    /// unlinked inode keeps its number (and its data, so the kernel can still read it).
+    pub fn remember(&self, ino: Ino) {
+        if let Ok(inode) = self.get(ino) {
+            inode.lookups.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Drops `n` references taken with `remember`.
+    pub fn forget(&self, ino: Ino, n: u64) {
+        let Ok(inode) = self.get(ino) else { return };
+        let prev = inode
+            .lookups
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
+                Some(c.saturating_sub(n))
+            });
+        if prev.is_ok_and(|p| p <= n) {
+            self.maybe_free(ino);
+        }
     }
 
     /// Every returned operation is already durable; kept for API symmetry.

@@ -20,7 +20,7 @@ use crate::space::Run;
 use crate::types::{Attr, FileKind, Ino, Timespec};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicU32, AtomicU64};
 
 /// A page of file data: where it is, and which entry mapped it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -378,6 +378,22 @@ pub(crate) struct Inode {
     pub state: std::sync::Arc<Mutex<InodeState>>,
     pub data: FileLock,
     pub opens: AtomicU32,
+    /// References a frontend holds on the inode number (FUSE lookup counts): a freed
+    /// inode's number is not reused until they are all forgotten, so the kernel never
+    /// mistakes a new inode for an old one it still caches.
+    pub lookups: AtomicU64,
+}
+
+impl Inode {
+    pub fn new(st: InodeState, lock: crate::types::LockMode) -> Inode {
+        Inode {
+            ino: st.ino,
+            state: std::sync::Arc::new(Mutex::new(st)),
+            data: FileLock::new(lock),
+            opens: AtomicU32::new(0),
+            lookups: AtomicU64::new(0),
+        }
+    }
 }
 
 #[cfg(test)]
