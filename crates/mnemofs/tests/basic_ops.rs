@@ -129,3 +129,24 @@ fn referenced_inode_numbers_are_not_reused() {
     assert!(fs.getattr(h.ino).is_err());
     fs.unmount().unwrap();
 }
+
+/// The PM counters are exact: a page-aligned 4 KiB write into a file is one
+/// non-temporal 4 KiB data page, one 64-byte log entry (one flushed line), one 8-byte
+/// tail (one flushed line) and two fences.
+#[test]
+fn counters_of_a_4k_write_are_exact() {
+    let img = common::fresh(32 << 20);
+    let fs = common::mount(&img);
+    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
+    let before = fs.pm().thread_counters();
+    fs.write(f.ino, 0, &[0x5a; 4096]).unwrap();
+    let d = fs.pm().thread_counters().since(&before);
+    assert_eq!(d.nt_bytes_written, 4096);
+    assert_eq!(d.bytes_written, 4096 + 64 + 8);
+    assert_eq!(d.flushes, 2);
+    assert_eq!(d.fences, 2);
+    // A create touches two inodes: the journal's four fences.
+    let before = fs.pm().thread_counters();
+    fs.create(ROOT_INO, b"g", 0o644, 0, 0).unwrap();
+    assert_eq!(fs.pm().thread_counters().since(&before).fences, 4);
+}

@@ -1,0 +1,90 @@
+# shellcheck shell=bash
+# Helpers shared by pjdfstest.sh and fsx.sh: serve a fresh mnemofs image in
+# the background, then unmount it, check the server's exit status and fsck it.
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+MNEMOFS=${MNEMOFS:-$ROOT/target/release/mnemofs}
+IMAGE_SIZE=${IMAGE_SIZE:-256M}
+SERVER_PID=
+
+die() { echo "error: $*" >&2; exit 1; }
+
+# need FILE HINT: fail unless FILE is executable.
+need() { [[ -x $1 ]] || die "$1 not found; run: $2"; }
+
+is_mounted() { awk -v m="$1" '$2 == m { f = 1 } END { exit !f }' /proc/self/mounts; }
+
+# unmount MNT if mounted (also clears a stale "transport not connected" mount).
+unmount() {
+  is_mounted "$1" || return 0
+  fusermount3 -u "$1" 2>/dev/null || umount "$1" 2>/dev/null || umount -l "$1"
+}
+
+# wait_released FILE: wait (up to 10 s) until no process maps or opens FILE,
+# e.g. a daemonized server that is still shutting down after an unmount.
+wait_released() {
+  for _ in $(seq 100); do
+    grep -qsF "$1" /proc/[0-9]*/maps ||
+      [[ -n $(find /proc/[0-9]*/fd -lname "$1" -print -quit 2>/dev/null) ]] || return 0
+    sleep 0.1
+  done
+  echo "warning: $1 is still in use" >&2
+}
+
+# mount_fresh IMG MNT LOG: mkfs IMG and serve it at MNT (server output -> LOG).
+mount_fresh() {
+  local img=$1 mnt=$2 log=$3
+  unmount "$mnt"
+  mkdir -p "$mnt"
+  rm -f "$img"
+  "$MNEMOFS" mkfs "$img" --size "$IMAGE_SIZE"
+  "$MNEMOFS" mount "$img" "$mnt" --foreground >"$log" 2>&1 &
+  SERVER_PID=$!
+  for _ in $(seq 100); do
+    is_mounted "$mnt" && { echo "mounted $img at $mnt (server pid $SERVER_PID)"; return 0; }
+    kill -0 "$SERVER_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "error: mount of $img at $mnt failed; server log:" >&2
+  cat "$log" >&2
+  return 1
+}
+
+# stop_server MNT: unmount MNT, wait (up to 30 s) for our server to exit and
+# return its exit status.
+stop_server() {
+  local rc=0
+  unmount "$1" || true
+  [[ -n $SERVER_PID ]] || return 0
+  for _ in $(seq 300); do
+    kill -0 "$SERVER_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$SERVER_PID" 2>/dev/null; then
+    echo "error: server $SERVER_PID still running after unmount; killing it" >&2
+    kill "$SERVER_PID"
+  fi
+  wait "$SERVER_PID" || rc=$?
+  SERVER_PID=
+  return "$rc"
+}
+
+# finish MNT IMG LOG: stop the server and fsck the image; fails if either does.
+finish() {
+  local rc=0
+  stop_server "$1" || rc=$?
+  if ((rc != 0)); then
+    echo "error: mnemofs server exited with status $rc; last lines of its log:" >&2
+    tail -n 30 "$3" >&2
+    return 1
+  fi
+  echo "--- mnemofs fsck $2"
+  "$MNEMOFS" fsck "$2"
+}
+
+# cleanup MNT IMG DIR: for `trap ... EXIT`; never fails.
+cleanup() {
+  stop_server "$1" >/dev/null 2>&1 || true
+  rmdir "$1" 2>/dev/null || true
+  rm -rf "$2" "$3"
+}

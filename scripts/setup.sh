@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Install what building and testing mnemofs needs on Debian/Ubuntu (idempotent):
+#   - fuse3 (fusermount3) from apt, when missing
+#   - rustfmt and clippy rustup components, when missing
+#   - pjdfstest 0.2.2 and fsx 0.3.2 into .tools/<name>/bin (skipped with --fuse-only)
+# Usage: scripts/setup.sh [--fuse-only]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+FUSE_ONLY=false
+case ${1:-} in
+  --fuse-only) FUSE_ONLY=true ;;
+  "") ;;
+  *) echo "usage: $0 [--fuse-only]" >&2; exit 2 ;;
+esac
+SUDO=()
+((EUID == 0)) || SUDO=(sudo)
+
+if ! command -v fusermount3 >/dev/null; then
+  echo "setup: installing fuse3"
+  "${SUDO[@]}" apt-get update -q
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends fuse3
+fi
+[[ -c /dev/fuse ]] || echo "setup: warning: /dev/fuse is missing (containers need --device /dev/fuse)" >&2
+
+if $FUSE_ONLY; then exit 0; fi
+
+for comp in rustfmt clippy; do
+  if ! cargo "${comp/rustfmt/fmt}" --version >/dev/null 2>&1; then
+    echo "setup: installing rustup component $comp"
+    rustup component add "$comp"
+  fi
+done
+
+# install_tool NAME VERSION: cargo install NAME@VERSION into .tools/NAME.
+install_tool() {
+  local bin=.tools/$1/bin/$1
+  if [[ -x $bin ]] && [[ $("$bin" --version) == "$1 $2" ]]; then
+    echo "setup: $1 $2 already installed ($bin)"
+    return
+  fi
+  echo "setup: installing $1 $2 into .tools/$1"
+  cargo install --locked --quiet --version "$2" --root ".tools/$1" "$1"
+}
+install_tool pjdfstest 0.2.2
+install_tool fsx 0.3.2

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The mnemofs test suite: setup, fmt, clippy, build, unit/integration tests,
+# pjdfstest, fsx. Stops at the first failing step; the last line of output is
+# "N passed, M failed" (counting steps).
+# Env: FSX_OPS (fsx operations per configuration, default 20000)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export FSX_OPS=${FSX_OPS:-20000}
+
+STEPS=(
+  "bash scripts/setup.sh"
+  "cargo fmt --all -- --check"
+  "cargo clippy --all-targets -- -D warnings"
+  "cargo build --release"
+  "cargo test --workspace --release"
+  "bash scripts/pjdfstest.sh"
+  "bash scripts/fsx.sh"
+)
+
+passed=0 failed=0 n=0 t0=$SECONDS
+for step in "${STEPS[@]}"; do
+  n=$((n + 1)) start=$SECONDS
+  printf '\n==== [%d/%d] %s\n' "$n" "${#STEPS[@]}" "$step"
+  # Word splitting of $step is intended: each entry is a plain command line.
+  # shellcheck disable=SC2086
+  if $step; then
+    passed=$((passed + 1))
+    printf '==== [%d/%d] OK (%ds): %s\n' "$n" "${#STEPS[@]}" $((SECONDS - start)) "$step"
+  else
+    failed=$((failed + 1))
+    printf '==== [%d/%d] FAILED (%ds): %s\n' "$n" "${#STEPS[@]}" $((SECONDS - start)) "$step"
+    break
+  fi
+done
+printf '\n==== total %ds\n' $((SECONDS - t0))
+echo "$passed passed, $failed failed"
+((failed == 0))
