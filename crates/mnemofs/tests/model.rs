@@ -4,7 +4,8 @@
 //! modes, hard-link identity) is compared after every operation, and fsck must be
 //! clean at every remount.
 //!
-//! `MODEL_CASES` (default 100) × 50..150 operations per case.
+//! `MODEL_CASES` (default 100) × 100..150 operations per case: at least 10,000
+//! operations per run.
 
 mod common;
 
@@ -537,7 +538,7 @@ fn cases() -> u32 {
 proptest! {
     #![proptest_config(ProptestConfig { cases: cases(), failure_persistence: None, ..ProptestConfig::default() })]
     #[test]
-    fn model_matches(ops in proptest::collection::vec(op(), 50..150)) {
+    fn model_matches(ops in proptest::collection::vec(op(), 100..150)) {
         run(&ops);
     }
 }
