@@ -1,5 +1,6 @@
 //! `mnemofs`: format, mount, check and inspect mnemofs file systems.
 
+mod crashtest;
 mod error;
 mod fsck;
 mod mkfs;
@@ -36,6 +37,8 @@ enum Cmd {
     Fsck(fsck::FsckArgs),
     /// Show geometry, space, inodes, PM counters and modes of an image or mount point
     Stat(stat::StatArgs),
+    /// Explore crash states of generated workloads (exit 0 none, 1 violations, 2 usage)
+    Crashtest(crashtest::CrashtestArgs),
 }
 
 fn main() {
@@ -64,6 +67,7 @@ fn main() {
         Cmd::Mount(a) => mount::run(a).map(|()| 0),
         Cmd::Fsck(a) => fsck::run(a),
         Cmd::Stat(a) => stat::run(a).map(|()| 0),
+        Cmd::Crashtest(a) => crashtest::run(a),
     };
     let code = match result {
         Ok(code) => code,

@@ -117,7 +117,7 @@ impl Fs {
                 let hi = end.min(pstart + BLOCK) - pstart;
                 let src = &data[(pstart + lo - off) as usize..(pstart + hi - off) as usize];
                 if lo == 0 && hi == BLOCK {
-                    self.pm.write_nt(b * BLOCK, src);
+                    self.store_data(b * BLOCK, src);
                 } else {
                     let old_block = if pg == first { old.0 } else { old.1 };
                     match old_block {
@@ -125,7 +125,7 @@ impl Fs {
                         None => page.fill(0),
                     }
                     page[lo as usize..hi as usize].copy_from_slice(src);
-                    self.pm.write_nt(b * BLOCK, &page);
+                    self.store_data(b * BLOCK, &page);
                 }
                 pg += 1;
             }
@@ -156,6 +156,16 @@ impl Fs {
         Ok((off, data.len()))
     }
 
+    /// Stores a fresh data page with non-temporal stores: durable at the commit's
+    /// first fence, before the log entry that maps it can be.
+    fn store_data(&self, off: u64, bytes: &[u8]) {
+        if crate::bugs::on(crate::bugs::Bug::DataNotPersisted) {
+            self.pm.write(off, bytes);
+        } else {
+            self.pm.write_nt(off, bytes);
+        }
+    }
+
     /// Copies page `pg` into a fresh block with `patch` applied; returns the block.
     fn cow_page(&self, st: &InodeState, pg: u64, patch: impl FnOnce(&mut [u8])) -> Result<u64> {
         let b = self.space.alloc_one(false)?;
@@ -173,7 +183,10 @@ impl Fs {
     pub(crate) fn cow_zero_tail(&self, st: &InodeState, size: u64) -> Result<Option<(Entry, u64)>> {
         let pg = size / BLOCK;
         let within = (size % BLOCK) as usize;
-        if within == 0 || !st.pages.contains_key(&pg) {
+        if within == 0
+            || !st.pages.contains_key(&pg)
+            || crate::bugs::on(crate::bugs::Bug::TruncateKeepsTail)
+        {
             return Ok(None);
         }
         let b = self.cow_page(st, pg, |p| p[within..].fill(0))?;

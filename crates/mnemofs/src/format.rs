@@ -49,11 +49,14 @@ pub const FREELIST_BLOCKS: u64 = 32;
 impl Geometry {
     /// Lays out an image of `size` bytes.
     pub fn compute(size: u64, cpus: u32, inodes: u64) -> Result<Geometry> {
-        if size < MIN_SIZE {
-            return Err(FsError::ImageTooSmall {
-                size,
-                min: MIN_SIZE,
-            });
+        Self::compute_with_min(size, cpus, inodes, MIN_SIZE)
+    }
+
+    /// Like `compute`, with another minimum size (tiny in-memory images for the crash
+    /// explorer; the layout rules are the same).
+    pub fn compute_with_min(size: u64, cpus: u32, inodes: u64, min: u64) -> Result<Geometry> {
+        if size < min {
+            return Err(FsError::ImageTooSmall { size, min });
         }
         let cpus = cpus.clamp(1, 64);
         let total_blocks = size / BLOCK;

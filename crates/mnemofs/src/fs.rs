@@ -1,6 +1,7 @@
 //! The engine's public handle: [`Fs`], `mkfs` and `mount`, and the commit machinery
 //! every operation shares.
 
+use crate::bugs::{self, Bug};
 use crate::error::{FsError, Result};
 use crate::format::{
     encode_inode_static, Entry, Geometry, BLOCK, INO_HEAD_OFF, INO_TAIL_OFF, INO_VALID_OFF,
@@ -21,6 +22,9 @@ use std::sync::Arc;
 
 /// Largest file size (bytes).
 pub(crate) const MAX_FILE_SIZE: u64 = 1 << 44;
+/// Smallest region `mkfs_pm` formats (in-memory images of the crash explorer).
+pub const MKFS_PM_MIN: u64 = 256 << 10;
+
 /// Largest link count.
 pub(crate) const LINK_MAX: u32 = 65000;
 
@@ -78,7 +82,8 @@ pub fn mkfs(path: &Path, opts: &MkfsOptions) -> Result<()> {
 /// Formats an already mapped region (anonymous memory in tests and the crash
 /// explorer).
 pub fn mkfs_pm(pm: &Pm, opts: &MkfsOptions) -> Result<()> {
-    let geo = Geometry::compute(pm.len().min(opts.size), opts.cpus.max(1), opts.inodes)?;
+    let size = pm.len().min(opts.size);
+    let geo = Geometry::compute_with_min(size, opts.cpus.max(1), opts.inodes, MKFS_PM_MIN)?;
     format(pm, &geo);
     Ok(())
 }
@@ -151,7 +156,7 @@ pub fn mount(path: &Path, opts: &MountOptions) -> Result<Fs> {
 impl Fs {
     /// Mounts an already mapped region (tests and the crash explorer use anonymous
     /// copies).
-    pub fn from_pm(pm: Pm, opts: &MountOptions) -> Result<Fs> {
+    pub fn from_pm(mut pm: Pm, opts: &MountOptions) -> Result<Fs> {
         let loaded = recovery::load(&pm, Mode::Mount)?;
         let geo = loaded.geo;
         let space = Space::empty(geo);
@@ -320,11 +325,15 @@ impl Fs {
         if words.len() == 1 {
             // Fence: data pages and entries (bodies and commit marks) are durable
             // before the tail that exposes them.
-            self.pm.fence();
+            if !bugs::on(Bug::NoFenceBeforeTail) {
+                self.pm.fence();
+            }
             self.pm.store_u64(words[0].0, words[0].1);
             self.pm.flush(words[0].0, 8);
             // Fence: the new tail is durable before the operation returns.
-            self.pm.fence();
+            if !bugs::on(Bug::NoFenceAfterTail) {
+                self.pm.fence();
+            }
         } else if let Err(e) = self.journals.run(&self.pm, &words) {
             for s in staged {
                 s.abandon(&self.pm, &self.space);

@@ -43,7 +43,13 @@ pub fn fsck(path: &Path) -> Result<FsckReport> {
 /// Checks a mapped region (on a private copy).
 pub fn fsck_pm(pm: &Pm) -> Result<FsckReport> {
     let copy = pm.clone_anonymous().map_err(FsError::from)?;
-    let loaded = recovery::load(&copy, Mode::Fsck)?;
+    fsck_private(&copy)
+}
+
+/// Checks a region that is already a private copy: recovery runs on it and changes
+/// it (the crash explorer's copies; nobody else may use `pm` afterwards).
+pub fn fsck_private(pm: &Pm) -> Result<FsckReport> {
+    let loaded = recovery::load(pm, Mode::Fsck)?;
     let mut r = FsckReport {
         problems: loaded.problems,
         inodes: loaded.states.len() as u64,

@@ -6,6 +6,7 @@
 //! words), activates, writes the new values, and retires. Recovery undoes an active
 //! journal, so either every tail moves or none does.
 
+use crate::bugs::{self, Bug};
 use crate::error::{FsError, Result};
 use crate::format::{
     get_u64, journal_word, parse_journal_word, put_u64, Geometry, BLOCK, JOURNAL_ACTIVE_OFF,
@@ -68,11 +69,18 @@ impl Journals {
         pm.flush(base + JOURNAL_REC_OFF, recs.len() as u64);
         // Fence: the undo records (and the caller's log entries, flushed earlier) are
         // durable before the header word that makes the records count.
-        pm.fence();
+        if !bugs::on(Bug::JournalRecordsUnfenced) {
+            pm.fence();
+        }
         pm.store_u64(base + JOURNAL_ACTIVE_OFF, journal_word(words.len(), &recs));
         pm.flush(base + JOURNAL_ACTIVE_OFF, 8);
         // Fence: the transaction is active before any word changes in place.
         pm.fence();
+        if bugs::on(Bug::JournalRetiredEarly) {
+            pm.store_u64(base + JOURNAL_ACTIVE_OFF, 0);
+            pm.flush(base + JOURNAL_ACTIVE_OFF, 8);
+            pm.fence();
+        }
         for &(off, new) in words {
             pm.store_u64(off, new);
             pm.flush(off, 8);

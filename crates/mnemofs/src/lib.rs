@@ -15,6 +15,8 @@
 //!
 //! All PM access goes through the `pm` crate.
 
+#[doc(hidden)]
+pub mod bugs;
 pub mod error;
 pub mod format;
 pub mod types;

@@ -6,6 +6,7 @@
 //! ascending inode order; an operation that must look a name up first looks, unlocks,
 //! locks everything in order and checks that the name still means the same inode.
 
+use crate::bugs::{self, Bug};
 use crate::error::{FsError, Result};
 use crate::format::{Entry, BLOCK, DENTRY_ADD, DENTRY_REMOVE, INO_VALID_OFF};
 use crate::fs::{Fs, Guard, LINK_MAX};
@@ -231,6 +232,9 @@ impl Fs {
         self.write_slot(ino, kind);
         let mut cs = InodeState::new(ino, kind);
         let valid = (self.geo.inode_off(ino) + INO_VALID_OFF, 1);
+        if bugs::on(Bug::InodeValidInPlace) {
+            self.store_persist(valid.0, 1);
+        }
         if let Err(e) = self.commit(&mut [(&mut *ps, pentries), (&mut cs, centries)], &[valid]) {
             self.release_ino(ino);
             if let Some(b) = data_block {
@@ -308,17 +312,20 @@ impl Fs {
             } else {
                 cs.nlink.saturating_sub(1)
             };
-            let plan = vec![
-                (parent, pentries),
-                (
-                    slot.ino,
-                    vec![Entry::Link {
-                        nlink: new_nlink,
-                        ctime: now,
-                    }],
-                ),
-            ];
-            commit_locked(self, &mut locked, plan, &[])?;
+            let link = vec![Entry::Link {
+                nlink: new_nlink,
+                ctime: now,
+            }];
+            if new_nlink == 0 && bugs::on(Bug::FreeBeforeCommit) {
+                self.store_persist(self.geo.inode_off(slot.ino) + INO_VALID_OFF, 0);
+            }
+            if bugs::on(Bug::LinkCountInPlace) {
+                commit_locked(self, &mut locked, vec![(slot.ino, link)], &[])?;
+                commit_locked(self, &mut locked, vec![(parent, pentries)], &[])?;
+            } else {
+                let plan = vec![(parent, pentries), (slot.ino, link)];
+                commit_locked(self, &mut locked, plan, &[])?;
+            }
             drop(locked);
             if new_nlink == 0 {
                 self.maybe_free(slot.ino);
@@ -375,6 +382,14 @@ impl Fs {
         ];
         commit_locked(self, &mut locked, plan, &[])?;
         Ok(st(&locked, ino).attr())
+    }
+
+    /// One 8-byte store made durable on its own (injected bugs only).
+    fn store_persist(&self, off: u64, v: u64) {
+        self.pm.store_u64(off, v);
+        self.pm.flush(off, 8);
+        // Fence: the in-place word is durable at once (that is the bug).
+        self.pm.fence();
     }
 
     /// Whether directory `a` is `d` or one of its ancestors (rename lock held).
@@ -602,6 +617,17 @@ impl Fs {
                     ctime: now,
                 },
             );
+            if bugs::on(Bug::RenameDentryInPlace) && !flags.exchange {
+                // The old name goes in a commit of its own, outside the journal.
+                let first = plan
+                    .iter_mut()
+                    .find(|(i, _)| *i == op)
+                    .map(|(_, v)| v.remove(0));
+                if let Some(e) = first {
+                    commit_locked(self, &mut locked, vec![(op, vec![e])], &[])?;
+                }
+                plan.retain(|(_, v)| !v.is_empty());
+            }
             commit_locked(self, &mut locked, plan, &[])?;
             for (inode, g) in locked.iter_mut() {
                 if s_dir && inode.ino == src.ino {

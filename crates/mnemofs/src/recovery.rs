@@ -15,6 +15,7 @@
 //! The same code serves fsck, which runs it on a private copy of the image and reports
 //! every problem instead of stopping at the first.
 
+use crate::bugs::{self, Bug};
 use crate::error::{FsError, Result};
 use crate::format::{
     get_u64, parse_commit, verify_entry, CommitState, Entry, Geometry, BLOCK, FREELIST_EXT_OFF,
@@ -134,17 +135,40 @@ pub(crate) fn load(pm: &Pm, mode: Mode) -> Result<Loaded> {
         pm.fence();
     }
 
-    // 3. Journals.
+    // 3. Journals (the injected bug defers this until after the logs are replayed).
+    let early_rollback = !bugs::on(Bug::FreeListBeforeRollback);
+    if early_rollback {
+        rollback_journals(pm, &geo, mode, &mut problems)?;
+    }
+
+    // 4. Inodes and logs.
+    let (states, free_inos) = load_inodes(pm, &geo, mode, &mut problems)?;
+    if !early_rollback {
+        rollback_journals(pm, &geo, mode, &mut problems)?;
+    }
+    load_rest(pm, geo, mode, clean, problems, states, free_inos)
+}
+
+fn rollback_journals(
+    pm: &Pm,
+    geo: &Geometry,
+    mode: Mode,
+    problems: &mut Vec<String>,
+) -> Result<()> {
     for cpu in 0..geo.cpus {
-        if let Err(e) = crate::journal::recover(pm, &geo, cpu, |o| journalable(&geo, o)) {
+        if let Err(e) = crate::journal::recover(pm, geo, cpu, |o| journalable(geo, o)) {
             problems.push(e);
             if mode == Mode::Mount {
                 return Err(FsError::Corrupt(problems.join("; ")));
             }
         }
     }
+    Ok(())
+}
 
-    // 4. Inodes and logs.
+type Inodes = (HashMap<Ino, InodeState>, Vec<Ino>);
+
+fn load_inodes(pm: &Pm, geo: &Geometry, mode: Mode, problems: &mut Vec<String>) -> Result<Inodes> {
     let mut states: HashMap<Ino, InodeState> = HashMap::new();
     let mut free_inos = Vec::new();
     let mut tail_fixes = 0;
@@ -153,7 +177,7 @@ pub(crate) fn load(pm: &Pm, mode: Mode) -> Result<Loaded> {
         let valid = pm.read_u64(ioff + INO_VALID_OFF);
         match valid {
             0 => free_inos.push(ino),
-            1 => match load_inode(pm, &geo, ino, &mut tail_fixes) {
+            1 => match load_inode(pm, geo, ino, &mut tail_fixes) {
                 Ok(st) => {
                     states.insert(ino, st);
                 }
@@ -176,7 +200,18 @@ pub(crate) fn load(pm: &Pm, mode: Mode) -> Result<Loaded> {
         // Fence: stale bytes past the tails are gone before anything is appended.
         pm.fence();
     }
+    Ok((states, free_inos))
+}
 
+fn load_rest(
+    pm: &Pm,
+    geo: Geometry,
+    mode: Mode,
+    clean: bool,
+    mut problems: Vec<String>,
+    mut states: HashMap<Ino, InodeState>,
+    mut free_inos: Vec<Ino>,
+) -> Result<Loaded> {
     // 5. Namespace: resolve names, link counts, orphans.
     check_namespace(&geo, &mut states, &mut problems);
     let orphans: Vec<Ino> = states
@@ -283,7 +318,11 @@ fn load_inode(
         }
         st.log.pages.push(p);
         let in_page = tail >= base && tail <= base + LOG_DATA;
-        let end = if in_page { tail } else { base + LOG_DATA };
+        let end = if in_page && !bugs::on(Bug::ReplayUncommitted) {
+            tail
+        } else {
+            base + LOG_DATA
+        };
         if !(end - base).is_multiple_of(UNIT) {
             return Err(format!(
                 "inode {ino}: log tail {tail:#x} is not entry-aligned"
@@ -293,7 +332,7 @@ fn load_inode(
         if in_page {
             // Zero whatever an uncommitted append left past the tail.
             let rest = base + LOG_DATA - tail;
-            if rest > 0 {
+            if rest > 0 && !bugs::on(Bug::ReplayUncommitted) {
                 let mut buf = vec![0u8; rest as usize];
                 pm.read(tail, &mut buf);
                 if buf.iter().any(|&b| b != 0) {

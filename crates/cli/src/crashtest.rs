@@ -1,0 +1,153 @@
+//! `mnemofs crashtest`: the crash-consistency explorer (crates/crashtest).
+
+use crate::error::{CliError, CliResult};
+use clap::Args;
+use crashtest::{Config, Kind};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+
+#[derive(Args, Debug)]
+pub struct CrashtestArgs {
+    /// Workloads: seq1 (each single operation), seq2 (all ordered pairs), random
+    #[arg(long, value_name = "W", default_value = "seq1")]
+    pub workload: String,
+    /// Seed of random workloads, samples and random crash-state choices
+    #[arg(long, value_name = "S", default_value_t = 1)]
+    pub seed: u64,
+    /// Stop after exploring this many crash states
+    #[arg(long, value_name = "N")]
+    pub max_states: Option<u64>,
+    /// Run a seeded random sample of N workloads
+    #[arg(long, value_name = "N")]
+    pub sample: Option<usize>,
+    /// Number of random workloads to generate (with --workload random)
+    #[arg(long, value_name = "N", default_value_t = 200)]
+    pub random_workloads: usize,
+    /// Run only workload number I (as a violation report names it)
+    #[arg(long, value_name = "I")]
+    pub only: Option<usize>,
+    /// Turn on a deliberate engine bug (see --list-bugs); the explorer must catch it
+    #[arg(long, value_name = "NAME")]
+    pub inject_bug: Option<String>,
+    /// List the bugs --inject-bug knows and exit
+    #[arg(long)]
+    pub list_bugs: bool,
+    /// Stop after this many violations
+    #[arg(long, value_name = "N")]
+    pub max_violations: Option<usize>,
+    /// Exploring threads (0 = one per CPU)
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub threads: usize,
+    /// Do not also crash inside recovery
+    #[arg(long)]
+    pub no_recovery_crashes: bool,
+    /// Print one JSON summary object (violations included) instead of text
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn usage(msg: String) -> CliError {
+    CliError::new(msg).with_code(2)
+}
+
+pub fn run(a: &CrashtestArgs) -> CliResult<i32> {
+    if a.list_bugs {
+        for (name, _, what) in mnemofs::bugs::ALL {
+            println!("{name:<28} {what}");
+        }
+        return Ok(0);
+    }
+    let kind = match a.workload.as_str() {
+        "seq1" => Kind::Seq1,
+        "seq2" => Kind::Seq2,
+        "random" => Kind::Random,
+        w => {
+            return Err(usage(format!(
+                "unknown workload '{w}' (valid: seq1, seq2, random)"
+            )))
+        }
+    };
+    let bug = match &a.inject_bug {
+        None => None,
+        Some(n) => Some(mnemofs::bugs::by_name(n).ok_or_else(|| {
+            let names: Vec<&str> = mnemofs::bugs::ALL.iter().map(|x| x.0).collect();
+            usage(format!("unknown bug '{n}' (valid: {})", names.join(", ")))
+        })?),
+    };
+    let mut cfg = Config::new(kind);
+    cfg.seed = a.seed;
+    cfg.max_states = a.max_states;
+    cfg.sample = a.sample;
+    cfg.only = a.only;
+    cfg.random_workloads = a.random_workloads;
+    cfg.bug = bug;
+    cfg.recovery_crashes = !a.no_recovery_crashes;
+    cfg.max_violations = a.max_violations;
+    if a.threads > 0 {
+        cfg.threads = a.threads;
+    }
+    let total = crashtest::workloads(&cfg).len();
+    if total == 0 {
+        return Err(usage("no workload selected (check --only)".into()));
+    }
+
+    let bar = if std::io::stderr().is_terminal() && !a.json {
+        let b = ProgressBar::new(total as u64);
+        b.set_style(
+            ProgressStyle::with_template("{bar:30} {pos}/{len} workloads {elapsed} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        Some(b)
+    } else {
+        None
+    };
+    let rep = crashtest::run(&cfg, |r| {
+        if let Some(b) = &bar {
+            b.set_position(r.workloads_run as u64);
+            b.set_message(format!(
+                "{} states ({} unique), {} violations",
+                r.states_explored, r.unique_states, r.violations
+            ));
+        }
+    })
+    .map_err(CliError::new)?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+
+    if a.json {
+        let mut v = serde_json::to_value(&rep).map_err(|e| CliError::new(e.to_string()))?;
+        v["violation_details"] =
+            serde_json::to_value(&rep.details).map_err(|e| CliError::new(e.to_string()))?;
+        println!("{v}");
+    } else {
+        for d in &rep.details {
+            println!(
+                "VIOLATION in {} workload {} [{}]",
+                rep.workload,
+                d.workload,
+                d.ops.join("; ")
+            );
+            println!("  crash point: {}", d.crash_point);
+            println!("  what:        {}", d.what);
+            println!("  reproduce:   {}", d.reproduce);
+        }
+        println!(
+            "{}: {} workloads, {} crash points, {} crash states explored ({} unique, {} more inside recovery), {} violations, {:.1} s ({:.0} states/s){}",
+            rep.workload,
+            rep.workloads_run,
+            rep.crash_points,
+            rep.states_explored,
+            rep.unique_states,
+            rep.recovery_crash_states,
+            rep.violations,
+            rep.seconds,
+            rep.states_per_second,
+            rep.injected_bug
+                .as_ref()
+                .map(|b| format!(", injected bug: {b}"))
+                .unwrap_or_default()
+        );
+    }
+    Ok(if rep.violations > 0 { 1 } else { 0 })
+}

@@ -1,0 +1,627 @@
+//! mnemofs' crash-consistency explorer.
+//!
+//! 1. A workload runs once on an in-memory image through the engine, with the `pm`
+//!    layer's tracing seam recording every store, flush, fence and operation marker;
+//!    the oracle ([`model::Model`]) runs beside it, and both must agree on every result.
+//! 2. The trace is replayed ([`crash::Tracker`]); at every fence inside an operation
+//!    and at its return, crash states are built from the guaranteed image plus
+//!    choices of in-flight cache lines (x86 persistence model).
+//! 3. Each distinct crash image is checked on a private copy: fsck is clean, recovery
+//!    succeeds, the tree equals the oracle before or after the operation in flight
+//!    (after it, once it returned), the file system is usable, and a crash at every
+//!    fence of recovery itself recovers to the same tree.
+
+pub mod crash;
+pub mod model;
+pub mod workload;
+
+use crash::Tracker;
+use mnemofs::bugs::Bug;
+use mnemofs::{Fs, MkfsOptions, MountOptions, ROOT_INO};
+use model::Model;
+use pm::{Event, Marker, Pm, RecordingTracer};
+use serde::Serialize;
+use std::collections::HashSet;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Instant;
+use workload::{apply_fs, dump_fs, Op};
+
+/// Size of the in-memory images.
+pub const IMAGE_SIZE: u64 = 768 << 10;
+/// Random crash-state choices per crash point when too many lines are in flight.
+const RANDOM_CHOICES: usize = 24;
+
+/// Which workloads to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Seq1,
+    Seq2,
+    Random,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Seq1 => "seq1",
+            Kind::Seq2 => "seq2",
+            Kind::Random => "random",
+        }
+    }
+}
+
+/// What to explore.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub kind: Kind,
+    pub seed: u64,
+    /// Stop after this many crash states (explored, before deduplication).
+    pub max_states: Option<u64>,
+    /// Run only the workload with this index.
+    pub only: Option<usize>,
+    /// Run a seeded random sample of this many workloads.
+    pub sample: Option<usize>,
+    /// Number of random workloads to generate (`Kind::Random`).
+    pub random_workloads: usize,
+    pub bug: Option<Bug>,
+    /// Check crashes inside recovery too.
+    pub recovery_crashes: bool,
+    /// Stop once this many violations were found.
+    pub max_violations: Option<usize>,
+    /// Exploring threads (workloads are independent).
+    pub threads: usize,
+}
+
+impl Config {
+    pub fn new(kind: Kind) -> Config {
+        Config {
+            kind,
+            seed: 1,
+            max_states: None,
+            only: None,
+            sample: None,
+            random_workloads: 200,
+            bug: None,
+            recovery_crashes: true,
+            max_violations: None,
+            threads: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+        }
+    }
+}
+
+/// One violated check.
+#[derive(Clone, Debug, Serialize)]
+pub struct Violation {
+    pub workload: usize,
+    pub ops: Vec<String>,
+    pub crash_point: String,
+    pub what: String,
+    pub reproduce: String,
+}
+
+/// Progress counters (also the final summary).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Report {
+    pub workload: String,
+    pub workloads: usize,
+    pub workloads_run: usize,
+    pub crash_points: u64,
+    pub states_explored: u64,
+    pub unique_states: u64,
+    pub recovery_crash_states: u64,
+    /// Violations found (all of them; `details` keeps the first few per workload).
+    pub violations: usize,
+    pub seconds: f64,
+    pub states_per_second: f64,
+    pub injected_bug: Option<String>,
+    #[serde(skip)]
+    pub details: Vec<Violation>,
+}
+
+/// The workloads of `cfg`, each with its index.
+pub fn workloads(cfg: &Config) -> Vec<(usize, Vec<Op>)> {
+    let all = match cfg.kind {
+        Kind::Seq1 => workload::seq1(),
+        Kind::Seq2 => workload::seq2(),
+        Kind::Random => workload::random(cfg.seed, cfg.random_workloads),
+    };
+    let mut v: Vec<(usize, Vec<Op>)> = all.into_iter().enumerate().collect();
+    if let Some(i) = cfg.only {
+        v.retain(|(k, _)| *k == i);
+    } else if let Some(n) = cfg.sample {
+        use rand::seq::SliceRandom;
+        use rand::SeedableRng;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(cfg.seed);
+        v.shuffle(&mut rng);
+        v.truncate(n);
+        v.sort_by_key(|(k, _)| *k);
+    }
+    v
+}
+
+fn mount_opts() -> MountOptions {
+    MountOptions::default()
+}
+
+/// Runs engine code, turning a panic into an error message (`run` silences the
+/// panic hook while it explores).
+fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|p| {
+        p.downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "panic".into())
+    })
+}
+
+/// 128-bit hash of an image for deduplication: two independent multiply-rotate
+/// lanes over 8-byte words (fast: images are hashed once per explored state).
+fn image_hash(img: &[u8]) -> u128 {
+    let (mut a, mut b) = (0x9e37_79b9_7f4a_7c15u64, 0xc2b2_ae3d_27d4_eb4fu64);
+    let mut chunks = img.chunks_exact(8);
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        let w = u64::from_le_bytes(w);
+        a = (a ^ w).wrapping_mul(0xff51_afd7_ed55_8ccd).rotate_left(31);
+        b = (b.rotate_left(27) ^ w).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    }
+    for &x in chunks.remainder() {
+        a = (a ^ x as u64).wrapping_mul(0xff51_afd7_ed55_8ccd);
+        b = (b ^ x as u64).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    }
+    ((a as u128) << 64) | b as u128
+}
+
+/// Mounts a copy of `img` (recovery); returns the file system, its listing and the
+/// PM events recovery issued.
+fn recover(img: &[u8], trace: bool) -> Result<(Fs, Vec<String>, Vec<Event>), String> {
+    let mut pm = Pm::anonymous(img.len() as u64).map_err(|e| e.to_string())?;
+    pm.load_image(img);
+    let rec = Arc::new(RecordingTracer::new());
+    if trace {
+        pm.set_tracer(Some(rec.clone()));
+    }
+    let fs = guarded(|| Fs::from_pm(pm, &mount_opts()))
+        .map_err(|p| format!("recovery panicked: {p}"))?
+        .map_err(|e| format!("recovery failed: {e}"))?;
+    let events = rec.take();
+    let dump =
+        guarded(|| dump_fs(&fs)).map_err(|p| format!("listing after recovery panicked: {p}"))??;
+    Ok((fs, dump, events))
+}
+
+fn fsck(img: &[u8]) -> Result<(), String> {
+    let pm = Pm::anonymous(img.len() as u64).map_err(|e| e.to_string())?;
+    pm.load_image(img);
+    let r = guarded(|| mnemofs::fsck::fsck_private(&pm))
+        .map_err(|p| format!("fsck panicked: {p}"))?
+        .map_err(|e| format!("fsck: {e}"))?;
+    if r.is_clean() {
+        Ok(())
+    } else {
+        Err(format!("fsck: {}", r.problems.join("; ")))
+    }
+}
+
+fn usable(fs: &Fs) -> Result<(), String> {
+    guarded(|| -> Result<(), String> {
+        let e = |x: mnemofs::FsError| format!("not usable after recovery: {x}");
+        let f = fs
+            .create(ROOT_INO, b"crashtest-probe", 0o644, 0, 0)
+            .map_err(e)?;
+        fs.write(f.ino, 100, b"probe data").map_err(e)?;
+        let mut b = [0u8; 10];
+        fs.read(f.ino, 100, &mut b).map_err(e)?;
+        if &b != b"probe data" {
+            return Err("not usable after recovery: read back other bytes".into());
+        }
+        fs.unlink(ROOT_INO, b"crashtest-probe").map_err(e)?;
+        Ok(())
+    })
+    .map_err(|p| format!("not usable after recovery: panicked: {p}"))?
+}
+
+fn diff(got: &[String], want: &[String]) -> String {
+    let extra: Vec<&String> = got.iter().filter(|l| !want.contains(l)).take(3).collect();
+    let missing: Vec<&String> = want.iter().filter(|l| !got.contains(l)).take(3).collect();
+    format!("unexpected {extra:?}; missing {missing:?}")
+}
+
+/// The empty formatted image every workload starts from.
+fn base_image() -> Result<Vec<u8>, String> {
+    let pm = Pm::anonymous(IMAGE_SIZE).map_err(|e| e.to_string())?;
+    mnemofs::mkfs_pm(
+        &pm,
+        &MkfsOptions {
+            size: IMAGE_SIZE,
+            cpus: 1,
+            inodes: 64,
+            force: true,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(pm.to_vec())
+}
+
+/// Explores `cfg` on `cfg.threads` threads; `progress` is called after every
+/// workload.
+pub fn run(cfg: &Config, mut progress: impl FnMut(&Report)) -> Result<Report, String> {
+    mnemofs::bugs::inject(cfg.bug);
+    // Engine panics are expected under injected bugs; they are caught and reported
+    // as violations, so the hook (which may exit the process) is off meanwhile.
+    let prev = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let r = run_inner(cfg, &mut progress);
+    std::panic::set_hook(prev);
+    mnemofs::bugs::inject(None);
+    r
+}
+
+/// State shared by the exploring threads.
+struct Shared {
+    seen: Mutex<HashSet<u128>>,
+    explored: AtomicU64,
+    violations: AtomicUsize,
+}
+
+impl Shared {
+    fn stop(&self, cfg: &Config) -> bool {
+        cfg.max_states
+            .is_some_and(|m| self.explored.load(Ordering::Relaxed) >= m)
+            || cfg
+                .max_violations
+                .is_some_and(|m| self.violations.load(Ordering::Relaxed) >= m)
+    }
+}
+
+fn run_inner(cfg: &Config, progress: &mut dyn FnMut(&Report)) -> Result<Report, String> {
+    let t0 = Instant::now();
+    let base = base_image()?;
+    let wls = workloads(cfg);
+    let mut rep = Report {
+        workload: cfg.kind.name().into(),
+        workloads: wls.len(),
+        injected_bug: cfg.bug.and_then(|b| {
+            mnemofs::bugs::ALL
+                .iter()
+                .find(|x| x.1 == b)
+                .map(|x| x.0.to_string())
+        }),
+        ..Default::default()
+    };
+    let shared = Shared {
+        seen: Mutex::new(HashSet::new()),
+        explored: AtomicU64::new(0),
+        violations: AtomicUsize::new(0),
+    };
+    let next = AtomicUsize::new(0);
+    let (tx, rx) = mpsc::channel::<Report>();
+    std::thread::scope(|sc| {
+        for _ in 0..cfg.threads.max(1) {
+            let tx = tx.clone();
+            let (shared, next, wls, base) = (&shared, &next, &wls, &base);
+            sc.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= wls.len() || shared.stop(cfg) {
+                    break;
+                }
+                let (idx, ops) = &wls[i];
+                let mut r = Report::default();
+                explore_workload(cfg, base, *idx, ops, shared, &mut r);
+                if tx.send(r).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        for r in rx {
+            rep.workloads_run += 1;
+            rep.crash_points += r.crash_points;
+            rep.states_explored += r.states_explored;
+            rep.unique_states += r.unique_states;
+            rep.recovery_crash_states += r.recovery_crash_states;
+            rep.violations += r.violations;
+            rep.details.extend(r.details);
+            rep.seconds = t0.elapsed().as_secs_f64();
+            rep.states_per_second = rep.states_explored as f64 / rep.seconds.max(1e-9);
+            progress(&rep);
+        }
+    });
+    rep.details.sort_by_key(|d| d.workload);
+    rep.seconds = t0.elapsed().as_secs_f64();
+    rep.states_per_second = rep.states_explored as f64 / rep.seconds.max(1e-9);
+    Ok(rep)
+}
+
+fn reproduce(cfg: &Config, idx: usize) -> String {
+    let mut s = format!(
+        "mnemofs crashtest --workload {} --only {idx}",
+        cfg.kind.name()
+    );
+    if cfg.kind == Kind::Random {
+        s += &format!(" --seed {}", cfg.seed);
+    }
+    if let Some(b) = &cfg.bug {
+        if let Some(x) = mnemofs::bugs::ALL.iter().find(|x| x.1 == *b) {
+            s += &format!(" --inject-bug {}", x.0);
+        }
+    }
+    s
+}
+
+/// Violations kept per workload (the count goes on).
+const MAX_PER_WORKLOAD: usize = 3;
+
+fn explore_workload(
+    cfg: &Config,
+    base: &[u8],
+    idx: usize,
+    ops: &[Op],
+    shared: &Shared,
+    rep: &mut Report,
+) {
+    let setup = workload::setup();
+    let all: Vec<Op> = setup.iter().chain(ops.iter()).cloned().collect();
+    let first_crash_op = setup.len();
+    let op_names: Vec<String> = ops.iter().map(|o| o.to_string()).collect();
+    let mut found = 0usize;
+    let mut violate = |rep: &mut Report, point: String, what: String| -> usize {
+        rep.violations += 1;
+        shared.violations.fetch_add(1, Ordering::Relaxed);
+        if found < MAX_PER_WORKLOAD {
+            rep.details.push(Violation {
+                workload: idx,
+                ops: op_names.clone(),
+                crash_point: point,
+                what,
+                reproduce: reproduce(cfg, idx),
+            });
+        }
+        found += 1;
+        found
+    };
+
+    // 1. Run once, traced, beside the oracle.
+    let mut pm = match Pm::anonymous(base.len() as u64) {
+        Ok(p) => p,
+        Err(e) => {
+            violate(rep, "setup".into(), e.to_string());
+            return;
+        }
+    };
+    pm.load_image(base);
+    let rec = Arc::new(RecordingTracer::new());
+    pm.set_tracer(Some(rec.clone()));
+    let fs = match guarded(|| Fs::from_pm(pm, &mount_opts())) {
+        Ok(Ok(fs)) => fs,
+        Ok(Err(e)) => {
+            violate(rep, "mount".into(), e.to_string());
+            return;
+        }
+        Err(p) => {
+            violate(rep, "mount".into(), format!("panicked: {p}"));
+            return;
+        }
+    };
+    let mut model = Model::default();
+    let mut dumps = vec![model.dump()];
+    for (k, op) in all.iter().enumerate() {
+        fs.pm().marker(Marker::OpBegin(k.to_string()));
+        let got = guarded(|| apply_fs(&fs, op));
+        fs.pm().marker(Marker::OpEnd(k.to_string()));
+        let want = model.apply(op);
+        let got = match got {
+            Ok(g) => g,
+            Err(p) => {
+                violate(rep, format!("{op}"), format!("engine panicked: {p}"));
+                return;
+            }
+        };
+        if got != want {
+            {
+                violate(
+                    rep,
+                    format!("{op}"),
+                    format!("engine returned {got:?}, the oracle {want:?}"),
+                );
+                return;
+            };
+        }
+        let now = model.dump();
+        match guarded(|| dump_fs(&fs)) {
+            Ok(Ok(d)) if d == now => {}
+            Ok(Ok(d)) => {
+                {
+                    violate(rep, format!("after {op} (no crash)"), diff(&d, &now));
+                    return;
+                };
+            }
+            Ok(Err(e)) => {
+                violate(rep, format!("after {op} (no crash)"), e);
+                return;
+            }
+            Err(p) => {
+                violate(
+                    rep,
+                    format!("after {op} (no crash)"),
+                    format!("panicked: {p}"),
+                );
+                return;
+            }
+        }
+        dumps.push(now);
+    }
+    let events = rec.take();
+    drop(fs);
+
+    // 2. Replay the trace; crash at every fence inside a workload operation and at
+    // its return.
+    let mut tracker = Tracker::new(base.to_vec());
+    let mut scratch = Vec::with_capacity(base.len());
+    let mut cur: Option<usize> = None;
+    let mut fence_no = 0;
+    for e in &events {
+        // A crash "at a fence" happens before the fence completes: what it would
+        // make durable is still in flight. Every other event is applied first.
+        if *e != Event::Fence {
+            tracker.apply(e);
+        }
+        let (k, returned) = match e {
+            Event::Marker(Marker::OpBegin(k)) => {
+                cur = k.parse().ok();
+                fence_no = 0;
+                continue;
+            }
+            Event::Marker(Marker::OpEnd(_)) => match cur.take() {
+                Some(k) => (k, true),
+                None => continue,
+            },
+            Event::Fence => {
+                let at = cur.map(|k| (k, false));
+                match at {
+                    Some(x) if x.0 >= first_crash_op => {
+                        fence_no += 1;
+                        x
+                    }
+                    _ => {
+                        tracker.apply(e);
+                        continue;
+                    }
+                }
+            }
+            _ => continue,
+        };
+        if k < first_crash_op {
+            continue;
+        }
+        if shared.stop(cfg) {
+            return;
+        }
+        rep.crash_points += 1;
+        let op = &all[k];
+        let point = if returned {
+            format!("{op}: after it returned")
+        } else {
+            format!("{op}: at fence {fence_no}")
+        };
+        let inflight = tracker.in_flight();
+        let choices = inflight.choices(
+            cfg.seed ^ ((idx as u64) << 32) ^ rep.crash_points,
+            RANDOM_CHOICES,
+        );
+        for choice in choices {
+            rep.states_explored += 1;
+            shared.explored.fetch_add(1, Ordering::Relaxed);
+            inflight.build_into(tracker.durable(), &choice, &mut scratch);
+            let img = &scratch;
+            let fresh = match shared.seen.lock() {
+                Ok(mut g) => g.insert(image_hash(img)),
+                Err(p) => p.into_inner().insert(image_hash(img)),
+            };
+            if !fresh {
+                continue;
+            }
+            rep.unique_states += 1;
+            let (before, after) = (&dumps[k], &dumps[k + 1]);
+            if let Err(what) = check_state(cfg, img, before, after, returned, op, rep) {
+                let persisted: Vec<String> = choice.iter().map(|c| c.to_string()).collect();
+                let n = violate(
+                    rep,
+                    format!(
+                        "{point} (in-flight lines: {}, stores persisted per line: [{}])",
+                        inflight.lines(),
+                        persisted.join(",")
+                    ),
+                    what,
+                );
+                if n >= MAX_PER_WORKLOAD {
+                    return;
+                }
+            }
+            if shared.stop(cfg) {
+                return;
+            }
+        }
+        if *e == Event::Fence {
+            tracker.apply(e);
+        }
+    }
+}
+
+/// All checks on one crash image.
+fn check_state(
+    cfg: &Config,
+    img: &[u8],
+    before: &[String],
+    after: &[String],
+    returned: bool,
+    op: &Op,
+    rep: &mut Report,
+) -> Result<(), String> {
+    fsck(img)?;
+    let (fs, got, events) = recover(img, cfg.recovery_crashes)?;
+    let ok = if returned {
+        got == after
+    } else {
+        got == before || got == after
+    };
+    if !ok {
+        let mut what = if returned {
+            format!("a returned operation is not durable: {}", diff(&got, after))
+        } else {
+            format!(
+                "neither before nor after the operation: vs before {}; vs after {}",
+                diff(&got, before),
+                diff(&got, after)
+            )
+        };
+        if let Op::Rename {
+            from,
+            to,
+            exchange: false,
+            ..
+        } = op
+        {
+            let has = |p: &str| {
+                got.iter()
+                    .any(|l| l.starts_with(&format!("{p} ")) || l.starts_with(&format!("{p}/ ")))
+            };
+            match (has(from), has(to)) {
+                (true, true) => what = format!("rename left both names; {what}"),
+                (false, false) => what = format!("rename left neither name; {what}"),
+                _ => {}
+            }
+        }
+        return Err(what);
+    }
+    // A crash at each fence of recovery must recover to the same tree.
+    if cfg.recovery_crashes {
+        let mut t = Tracker::new(img.to_vec());
+        let mut local = HashSet::new();
+        for e in &events {
+            t.apply(e);
+            if *e != Event::Fence {
+                continue;
+            }
+            for img2 in [t.durable().to_vec(), t.everything()] {
+                if !local.insert(image_hash(&img2)) {
+                    continue;
+                }
+                rep.recovery_crash_states += 1;
+                let (_fs2, got2, _) = recover(&img2, false)
+                    .map_err(|e| format!("crash during recovery, then: {e}"))?;
+                if got2 != got {
+                    return Err(format!(
+                        "a crash during recovery changes the outcome: {}",
+                        diff(&got2, &got)
+                    ));
+                }
+            }
+        }
+    }
+    usable(&fs)
+}

@@ -1,0 +1,343 @@
+//! The oracle: an in-memory model of POSIX semantics (as Linux file systems have
+//! them), independent of the engine. Crash states are compared with its listings.
+
+use crate::workload::{fnv, pattern, Op};
+use std::collections::{BTreeMap, HashMap};
+
+#[derive(Clone, Debug)]
+enum Node {
+    File {
+        data: Vec<u8>,
+        mode: u32,
+        nlink: u32,
+    },
+    Dir {
+        names: BTreeMap<String, u64>,
+        mode: u32,
+    },
+    Symlink {
+        target: String,
+        nlink: u32,
+    },
+}
+
+/// The model file system.
+#[derive(Clone, Debug)]
+pub struct Model {
+    nodes: HashMap<u64, Node>,
+    next: u64,
+}
+
+const ROOT: u64 = 0;
+
+impl Default for Model {
+    fn default() -> Self {
+        let mut nodes = HashMap::new();
+        nodes.insert(
+            ROOT,
+            Node::Dir {
+                names: BTreeMap::new(),
+                mode: 0o755,
+            },
+        );
+        Model { nodes, next: 1 }
+    }
+}
+
+impl Model {
+    fn names(&self, d: u64) -> Option<&BTreeMap<String, u64>> {
+        match self.nodes.get(&d) {
+            Some(Node::Dir { names, .. }) => Some(names),
+            _ => None,
+        }
+    }
+
+    fn names_mut(&mut self, d: u64) -> &mut BTreeMap<String, u64> {
+        match self.nodes.get_mut(&d) {
+            Some(Node::Dir { names, .. }) => names,
+            _ => unreachable!("not a directory"),
+        }
+    }
+
+    fn is_dir(&self, i: u64) -> bool {
+        matches!(self.nodes.get(&i), Some(Node::Dir { .. }))
+    }
+
+    /// (parent directory, last name) of `path`.
+    fn parent<'a>(&self, path: &'a str) -> Result<(u64, &'a str), i32> {
+        let mut d = ROOT;
+        let mut parts: Vec<&str> = path.split('/').collect();
+        let last = parts.pop().unwrap_or("");
+        for c in parts {
+            let names = self.names(d).ok_or(libc::ENOTDIR)?;
+            d = *names.get(c).ok_or(libc::ENOENT)?;
+            if !self.is_dir(d) {
+                return Err(libc::ENOTDIR);
+            }
+        }
+        Ok((d, last))
+    }
+
+    fn lookup<'a>(&self, path: &'a str) -> Result<(u64, &'a str, Option<u64>), i32> {
+        let (d, n) = self.parent(path)?;
+        let c = self.names(d).ok_or(libc::ENOTDIR)?.get(n).copied();
+        Ok((d, n, c))
+    }
+
+    fn resolve(&self, path: &str) -> Result<u64, i32> {
+        self.lookup(path)?.2.ok_or(libc::ENOENT)
+    }
+
+    fn add(&mut self, n: Node) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        self.nodes.insert(id, n);
+        id
+    }
+
+    fn subdirs(&self, d: u64) -> u32 {
+        self.names(d)
+            .map(|m| m.values().filter(|&&c| self.is_dir(c)).count() as u32)
+            .unwrap_or(0)
+    }
+
+    /// Is `a` the directory `d` or one of its ancestors?
+    fn ancestor(&self, a: u64, d: u64) -> bool {
+        if a == d {
+            return true;
+        }
+        self.names(a)
+            .map(|m| m.values().any(|&c| self.is_dir(c) && self.ancestor(c, d)))
+            .unwrap_or(false)
+    }
+
+    fn drop_name(&mut self, i: u64) {
+        let gone = match self.nodes.get_mut(&i) {
+            Some(Node::File { nlink, .. }) | Some(Node::Symlink { nlink, .. }) => {
+                *nlink -= 1;
+                *nlink == 0
+            }
+            Some(Node::Dir { .. }) => true,
+            None => false,
+        };
+        if gone {
+            self.nodes.remove(&i);
+        }
+    }
+
+    fn file(&mut self, path: &str) -> Result<&mut Vec<u8>, i32> {
+        let i = self.resolve(path)?;
+        match self.nodes.get_mut(&i) {
+            Some(Node::File { data, .. }) => Ok(data),
+            Some(Node::Dir { .. }) => Err(libc::EISDIR),
+            _ => Err(libc::EINVAL),
+        }
+    }
+
+    /// Applies `op`; `Err(errno)` (and no change) where Linux would fail it.
+    pub fn apply(&mut self, op: &Op) -> Result<(), i32> {
+        match op {
+            Op::Creat(p) | Op::Mkdir(p) => {
+                let (d, n, c) = self.lookup(p)?;
+                if c.is_some() {
+                    return Err(libc::EEXIST);
+                }
+                let node = if matches!(op, Op::Mkdir(_)) {
+                    Node::Dir {
+                        names: BTreeMap::new(),
+                        mode: 0o755,
+                    }
+                } else {
+                    Node::File {
+                        data: Vec::new(),
+                        mode: 0o644,
+                        nlink: 1,
+                    }
+                };
+                let id = self.add(node);
+                self.names_mut(d).insert(n.to_string(), id);
+            }
+            Op::Write {
+                path,
+                off,
+                len,
+                seed,
+            } => {
+                let data = self.file(path)?;
+                let end = *off as usize + len;
+                if data.len() < end {
+                    data.resize(end, 0);
+                }
+                data[*off as usize..end].copy_from_slice(&pattern(*len, *seed, *off));
+            }
+            Op::Append { path, len, seed } => {
+                let data = self.file(path)?;
+                let at = data.len() as u64;
+                data.extend_from_slice(&pattern(*len, *seed, at));
+            }
+            Op::Truncate(p, size) => {
+                let data = self.file(p)?;
+                data.resize(*size as usize, 0);
+            }
+            Op::Punch { path, off, len } => {
+                let data = self.file(path)?;
+                let end = ((off + len) as usize).min(data.len());
+                if (*off as usize) < end {
+                    data[*off as usize..end].fill(0);
+                }
+            }
+            Op::Chmod(p, m) => {
+                let i = self.resolve(p)?;
+                match self.nodes.get_mut(&i) {
+                    Some(Node::File { mode, .. }) | Some(Node::Dir { mode, .. }) => *mode = *m,
+                    _ => {}
+                }
+            }
+            Op::Link(a, b) => {
+                let src = self.resolve(a)?;
+                let (d, n, c) = self.lookup(b)?;
+                if c.is_some() {
+                    return Err(libc::EEXIST);
+                }
+                match self.nodes.get_mut(&src) {
+                    Some(Node::File { nlink, .. }) | Some(Node::Symlink { nlink, .. }) => {
+                        *nlink += 1
+                    }
+                    _ => return Err(libc::EPERM),
+                }
+                self.names_mut(d).insert(n.to_string(), src);
+            }
+            Op::Unlink(p) => {
+                let (d, n, c) = self.lookup(p)?;
+                let c = c.ok_or(libc::ENOENT)?;
+                if self.is_dir(c) {
+                    return Err(libc::EISDIR);
+                }
+                self.names_mut(d).remove(n);
+                self.drop_name(c);
+            }
+            Op::Rmdir(p) => {
+                let (d, n, c) = self.lookup(p)?;
+                let c = c.ok_or(libc::ENOENT)?;
+                match self.names(c) {
+                    None => return Err(libc::ENOTDIR),
+                    Some(m) if !m.is_empty() => return Err(libc::ENOTEMPTY),
+                    _ => {}
+                }
+                self.names_mut(d).remove(n);
+                self.nodes.remove(&c);
+            }
+            Op::Symlink { target, path } => {
+                let (d, n, c) = self.lookup(path)?;
+                if c.is_some() {
+                    return Err(libc::EEXIST);
+                }
+                let id = self.add(Node::Symlink {
+                    target: target.clone(),
+                    nlink: 1,
+                });
+                self.names_mut(d).insert(n.to_string(), id);
+            }
+            Op::Rename {
+                from,
+                to,
+                noreplace,
+                exchange,
+            } => {
+                let (od, on, s) = self.lookup(from)?;
+                let (nd, nn, t) = self.lookup(to)?;
+                let s = s.ok_or(libc::ENOENT)?;
+                if t == Some(s) {
+                    return Ok(());
+                }
+                if *noreplace && t.is_some() {
+                    return Err(libc::EEXIST);
+                }
+                if *exchange && t.is_none() {
+                    return Err(libc::ENOENT);
+                }
+                let (sd, td) = (self.is_dir(s), t.is_some_and(|t| self.is_dir(t)));
+                if let (Some(_), false) = (t, exchange) {
+                    if sd && !td {
+                        return Err(libc::ENOTDIR);
+                    }
+                    if !sd && td {
+                        return Err(libc::EISDIR);
+                    }
+                }
+                if sd && od != nd && self.ancestor(s, nd) {
+                    return Err(libc::EINVAL);
+                }
+                if let (true, Some(t)) = (*exchange && td && od != nd, t) {
+                    if self.ancestor(t, od) {
+                        return Err(libc::EINVAL);
+                    }
+                }
+                if let (Some(t), false) = (t, exchange) {
+                    if td && self.names(t).is_some_and(|m| !m.is_empty()) {
+                        return Err(libc::ENOTEMPTY);
+                    }
+                }
+                if *exchange {
+                    let t = t.ok_or(libc::ENOENT)?;
+                    self.names_mut(od).insert(on.to_string(), t);
+                    self.names_mut(nd).insert(nn.to_string(), s);
+                } else {
+                    self.names_mut(od).remove(on);
+                    self.names_mut(nd).insert(nn.to_string(), s);
+                    if let Some(t) = t {
+                        self.drop_name(t);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The same listing `workload::dump_fs` produces for the engine.
+    pub fn dump(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut first = HashMap::new();
+        self.walk(ROOT, "", &mut out, &mut first);
+        out
+    }
+
+    fn walk(&self, d: u64, path: &str, out: &mut Vec<String>, first: &mut HashMap<u64, String>) {
+        let mode = match self.nodes.get(&d) {
+            Some(Node::Dir { mode, .. }) => *mode,
+            _ => 0,
+        };
+        out.push(format!(
+            "{path}/ dir nlink={} mode={:o}",
+            2 + self.subdirs(d),
+            mode & 0o7777
+        ));
+        let Some(names) = self.names(d) else { return };
+        for (name, &c) in names {
+            let p = if path.is_empty() {
+                name.clone()
+            } else {
+                format!("{path}/{name}")
+            };
+            let alias = match first.get(&c) {
+                Some(f) => format!(" same-as={f}"),
+                None => {
+                    first.insert(c, p.clone());
+                    String::new()
+                }
+            };
+            match &self.nodes[&c] {
+                Node::Dir { .. } => self.walk(c, &p, out, first),
+                Node::Symlink { target, nlink } => {
+                    out.push(format!("{p} symlink -> {target} nlink={nlink}{alias}"))
+                }
+                Node::File { data, mode, nlink } => out.push(format!(
+                    "{p} file size={} nlink={nlink} mode={:o} data={:016x}{alias}",
+                    data.len(),
+                    mode & 0o7777,
+                    fnv(data)
+                )),
+            }
+        }
+    }
+}

@@ -1,0 +1,504 @@
+//! Workloads in the style of CrashMonkey's ACE: operations over a small file set
+//! (`foo`, `bar`, `A/`, `B/`, `A/C/`), run against both the engine and the oracle.
+
+use mnemofs::{FileKind, Fs, FsError, Ino, RenameFlags, SetAttr, ROOT_INO};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::fmt;
+
+/// One file-system operation on paths.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    Creat(String),
+    Mkdir(String),
+    Write {
+        path: String,
+        off: u64,
+        len: usize,
+        seed: u8,
+    },
+    Append {
+        path: String,
+        len: usize,
+        seed: u8,
+    },
+    Truncate(String, u64),
+    Link(String, String),
+    Unlink(String),
+    Rename {
+        from: String,
+        to: String,
+        noreplace: bool,
+        exchange: bool,
+    },
+    Symlink {
+        target: String,
+        path: String,
+    },
+    Rmdir(String),
+    Chmod(String, u32),
+    Punch {
+        path: String,
+        off: u64,
+        len: u64,
+    },
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Op::Creat(p) => write!(f, "creat({p})"),
+            Op::Mkdir(p) => write!(f, "mkdir({p})"),
+            Op::Write { path, off, len, .. } => write!(f, "write({path}, off {off}, len {len})"),
+            Op::Append { path, len, .. } => write!(f, "append({path}, len {len})"),
+            Op::Truncate(p, s) => write!(f, "truncate({p}, {s})"),
+            Op::Link(a, b) => write!(f, "link({a}, {b})"),
+            Op::Unlink(p) => write!(f, "unlink({p})"),
+            Op::Rename {
+                from,
+                to,
+                noreplace,
+                exchange,
+            } => {
+                let fl = if *exchange {
+                    ", EXCHANGE"
+                } else if *noreplace {
+                    ", NOREPLACE"
+                } else {
+                    ""
+                };
+                write!(f, "rename({from}, {to}{fl})")
+            }
+            Op::Symlink { target, path } => write!(f, "symlink({target}, {path})"),
+            Op::Rmdir(p) => write!(f, "rmdir({p})"),
+            Op::Chmod(p, m) => write!(f, "chmod({p}, {m:o})"),
+            Op::Punch { path, off, len } => write!(f, "punch_hole({path}, off {off}, len {len})"),
+        }
+    }
+}
+
+/// Bytes written by a write with `seed` (position-dependent, so misplaced data shows).
+pub fn pattern(len: usize, seed: u8, off: u64) -> Vec<u8> {
+    (0..len)
+        .map(|i| {
+            seed.wrapping_mul(31)
+                .wrapping_add(((off as usize + i) % 251) as u8)
+                | 1
+        })
+        .collect()
+}
+
+fn s(x: &str) -> String {
+    x.to_string()
+}
+
+/// The state every workload starts from.
+pub fn setup() -> Vec<Op> {
+    vec![
+        Op::Mkdir(s("A")),
+        Op::Mkdir(s("A/C")),
+        Op::Mkdir(s("B")),
+        Op::Creat(s("foo")),
+        Op::Write {
+            path: s("foo"),
+            off: 0,
+            len: 6000,
+            seed: 1,
+        },
+        Op::Truncate(s("foo"), 5000),
+        Op::Creat(s("bar")),
+        Op::Write {
+            path: s("bar"),
+            off: 0,
+            len: 100,
+            seed: 2,
+        },
+    ]
+}
+
+fn rename(from: &str, to: &str) -> Op {
+    Op::Rename {
+        from: s(from),
+        to: s(to),
+        noreplace: false,
+        exchange: false,
+    }
+}
+
+/// Every single operation seq-1 tries (after `setup`).
+pub fn seq1_ops() -> Vec<Op> {
+    vec![
+        Op::Creat(s("A/baz")),
+        Op::Mkdir(s("B/D")),
+        Op::Mkdir(s("A/C/E")),
+        Op::Write {
+            path: s("foo"),
+            off: 5000,
+            len: 100,
+            seed: 3,
+        },
+        Op::Append {
+            path: s("foo"),
+            len: 5000,
+            seed: 4,
+        },
+        Op::Write {
+            path: s("foo"),
+            off: 1000,
+            len: 3000,
+            seed: 5,
+        },
+        Op::Write {
+            path: s("foo"),
+            off: 4500,
+            len: 2000,
+            seed: 6,
+        },
+        Op::Write {
+            path: s("bar"),
+            off: 10,
+            len: 20,
+            seed: 7,
+        },
+        Op::Write {
+            path: s("foo"),
+            off: 0,
+            len: 12288,
+            seed: 8,
+        },
+        Op::Write {
+            path: s("foo"),
+            off: 100,
+            len: 9000,
+            seed: 9,
+        },
+        Op::Truncate(s("foo"), 1000),
+        Op::Truncate(s("foo"), 20000),
+        Op::Truncate(s("bar"), 0),
+        Op::Link(s("foo"), s("A/foo2")),
+        Op::Link(s("bar"), s("B/bar")),
+        Op::Unlink(s("foo")),
+        Op::Unlink(s("bar")),
+        rename("foo", "baz"),
+        rename("A", "Z"),
+        rename("foo", "bar"),
+        rename("foo", "A/C/foo"),
+        rename("A/C", "B/C"),
+        rename("B", "A/C"),
+        Op::Rename {
+            from: s("foo"),
+            to: s("bar"),
+            noreplace: false,
+            exchange: true,
+        },
+        Op::Rename {
+            from: s("A"),
+            to: s("bar"),
+            noreplace: false,
+            exchange: true,
+        },
+        Op::Symlink {
+            target: s("foo"),
+            path: s("A/sl"),
+        },
+        Op::Rmdir(s("B")),
+        Op::Rmdir(s("A/C")),
+        Op::Chmod(s("foo"), 0o600),
+        Op::Punch {
+            path: s("foo"),
+            off: 1000,
+            len: 3000,
+        },
+    ]
+}
+
+/// One workload: setup, then these operations.
+pub fn seq1() -> Vec<Vec<Op>> {
+    seq1_ops().into_iter().map(|o| vec![o]).collect()
+}
+
+/// Every ordered pair of seq-1 operations.
+pub fn seq2() -> Vec<Vec<Op>> {
+    let ops = seq1_ops();
+    let mut v = Vec::new();
+    for a in &ops {
+        for b in &ops {
+            v.push(vec![a.clone(), b.clone()]);
+        }
+    }
+    v
+}
+
+const PATHS: &[&str] = &[
+    "foo", "bar", "baz", "A/foo", "A/C/bar", "B/x", "A", "B", "A/C", "B/D",
+];
+
+/// `count` seeded random sequences of 5–20 operations.
+pub fn random(seed: u64, count: usize) -> Vec<Vec<Op>> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    (0..count)
+        .map(|_| {
+            let n = rng.random_range(5..=20);
+            (0..n).map(|_| random_op(&mut rng)).collect()
+        })
+        .collect()
+}
+
+fn random_op(rng: &mut StdRng) -> Op {
+    let p = |rng: &mut StdRng| s(PATHS[rng.random_range(0..PATHS.len())]);
+    match rng.random_range(0..14) {
+        0 => Op::Creat(p(rng)),
+        1 => Op::Mkdir(p(rng)),
+        2 | 3 => Op::Write {
+            path: p(rng),
+            off: rng.random_range(0..12000),
+            len: rng.random_range(1..9000),
+            seed: rng.random(),
+        },
+        4 => Op::Append {
+            path: p(rng),
+            len: rng.random_range(1..6000),
+            seed: rng.random(),
+        },
+        5 => Op::Truncate(p(rng), rng.random_range(0..16000)),
+        6 => Op::Link(p(rng), p(rng)),
+        7 => Op::Unlink(p(rng)),
+        8 | 9 => {
+            let f = rng.random_range(0..4);
+            Op::Rename {
+                from: p(rng),
+                to: p(rng),
+                noreplace: f == 1,
+                exchange: f == 2,
+            }
+        }
+        10 => Op::Symlink {
+            target: p(rng),
+            path: p(rng),
+        },
+        11 => Op::Rmdir(p(rng)),
+        12 => Op::Chmod(p(rng), rng.random_range(0..0o7777)),
+        _ => Op::Punch {
+            path: p(rng),
+            off: rng.random_range(0..12000),
+            len: rng.random_range(1..8000),
+        },
+    }
+}
+
+// ------------------------------------------------------------ engine side ----
+
+fn err(e: FsError) -> i32 {
+    e.errno()
+}
+
+/// Resolves `path` to (parent inode, last name).
+fn parent_of<'a>(fs: &Fs, path: &'a str) -> Result<(Ino, &'a str), i32> {
+    let mut dir = ROOT_INO;
+    let mut parts: Vec<&str> = path.split('/').collect();
+    let last = parts.pop().unwrap_or("");
+    for c in parts {
+        let a = fs.lookup(dir, c.as_bytes()).map_err(err)?;
+        if a.kind != FileKind::Directory {
+            return Err(libc::ENOTDIR);
+        }
+        dir = a.ino;
+    }
+    Ok((dir, last))
+}
+
+fn resolve(fs: &Fs, path: &str) -> Result<Ino, i32> {
+    let (d, name) = parent_of(fs, path)?;
+    fs.lookup(d, name.as_bytes()).map(|a| a.ino).map_err(err)
+}
+
+/// Runs `op` on the engine; `Err(errno)` on failure.
+pub fn apply_fs(fs: &Fs, op: &Op) -> Result<(), i32> {
+    match op {
+        Op::Creat(p) => {
+            let (d, n) = parent_of(fs, p)?;
+            fs.create(d, n.as_bytes(), 0o644, 0, 0)
+                .map(drop)
+                .map_err(err)
+        }
+        Op::Mkdir(p) => {
+            let (d, n) = parent_of(fs, p)?;
+            fs.mkdir(d, n.as_bytes(), 0o755, 0, 0)
+                .map(drop)
+                .map_err(err)
+        }
+        Op::Write {
+            path,
+            off,
+            len,
+            seed,
+        } => {
+            let i = resolve(fs, path)?;
+            fs.write(i, *off, &pattern(*len, *seed, *off))
+                .map(drop)
+                .map_err(err)
+        }
+        Op::Append { path, len, seed } => {
+            let i = resolve(fs, path)?;
+            let size = fs.getattr(i).map_err(err)?.size;
+            fs.append(i, &pattern(*len, *seed, size))
+                .map(drop)
+                .map_err(err)
+        }
+        Op::Truncate(p, size) => {
+            let i = resolve(fs, p)?;
+            fs.setattr(
+                i,
+                &SetAttr {
+                    size: Some(*size),
+                    ..Default::default()
+                },
+            )
+            .map(drop)
+            .map_err(err)
+        }
+        Op::Link(a, b) => {
+            let i = resolve(fs, a)?;
+            let (d, n) = parent_of(fs, b)?;
+            fs.link(i, d, n.as_bytes()).map(drop).map_err(err)
+        }
+        Op::Unlink(p) => {
+            let (d, n) = parent_of(fs, p)?;
+            fs.unlink(d, n.as_bytes()).map_err(err)
+        }
+        Op::Rename {
+            from,
+            to,
+            noreplace,
+            exchange,
+        } => {
+            let (od, on) = parent_of(fs, from)?;
+            let (nd, nn) = parent_of(fs, to)?;
+            let flags = RenameFlags {
+                noreplace: *noreplace,
+                exchange: *exchange,
+            };
+            fs.rename(od, on.as_bytes(), nd, nn.as_bytes(), flags)
+                .map_err(err)
+        }
+        Op::Symlink { target, path } => {
+            let (d, n) = parent_of(fs, path)?;
+            fs.symlink(d, n.as_bytes(), target.as_bytes(), 0, 0)
+                .map(drop)
+                .map_err(err)
+        }
+        Op::Rmdir(p) => {
+            let (d, n) = parent_of(fs, p)?;
+            fs.rmdir(d, n.as_bytes()).map_err(err)
+        }
+        Op::Chmod(p, m) => {
+            let i = resolve(fs, p)?;
+            fs.setattr(
+                i,
+                &SetAttr {
+                    mode: Some(*m),
+                    ..Default::default()
+                },
+            )
+            .map(drop)
+            .map_err(err)
+        }
+        Op::Punch { path, off, len } => {
+            let i = resolve(fs, path)?;
+            fs.fallocate(
+                i,
+                *off,
+                *len,
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            )
+            .map_err(err)
+        }
+    }
+}
+
+/// A canonical listing of the whole tree: one line per name, with kind, size, link
+/// count, mode, a hash of the contents, and which earlier name it is a hard link of.
+pub fn dump_fs(fs: &Fs) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut first: std::collections::HashMap<Ino, String> = Default::default();
+    walk(fs, ROOT_INO, "", &mut out, &mut first)?;
+    Ok(out)
+}
+
+fn walk(
+    fs: &Fs,
+    dir: Ino,
+    path: &str,
+    out: &mut Vec<String>,
+    first: &mut std::collections::HashMap<Ino, String>,
+) -> Result<(), String> {
+    let a = fs
+        .getattr(dir)
+        .map_err(|e| format!("getattr {path}/: {e}"))?;
+    out.push(format!(
+        "{path}/ dir nlink={} mode={:o}",
+        a.nlink,
+        a.mode & 0o7777
+    ));
+    let mut ents = fs
+        .readdir(dir, 0, usize::MAX)
+        .map_err(|e| format!("readdir {path}/: {e}"))?;
+    ents.sort_by(|x, y| x.name.cmp(&y.name));
+    for e in ents {
+        if e.name == b"." || e.name == b".." {
+            continue;
+        }
+        let p = if path.is_empty() {
+            String::from_utf8_lossy(&e.name).into_owned()
+        } else {
+            format!("{path}/{}", String::from_utf8_lossy(&e.name))
+        };
+        let a = fs
+            .getattr(e.ino)
+            .map_err(|er| format!("getattr {p}: {er}"))?;
+        if a.kind == FileKind::Directory {
+            walk(fs, e.ino, &p, out, first)?;
+            continue;
+        }
+        let alias = match first.get(&e.ino) {
+            Some(f) => format!(" same-as={f}"),
+            None => {
+                first.insert(e.ino, p.clone());
+                String::new()
+            }
+        };
+        let line = if a.kind == FileKind::Symlink {
+            let t = fs
+                .readlink(e.ino)
+                .map_err(|er| format!("readlink {p}: {er}"))?;
+            format!(
+                "{p} symlink -> {} nlink={}{alias}",
+                String::from_utf8_lossy(&t),
+                a.nlink
+            )
+        } else {
+            let mut b = vec![0u8; a.size as usize];
+            let n = fs
+                .read(e.ino, 0, &mut b)
+                .map_err(|er| format!("read {p}: {er}"))?;
+            if n != b.len() {
+                return Err(format!("read {p}: {n} of {} bytes", b.len()));
+            }
+            format!(
+                "{p} file size={} nlink={} mode={:o} data={:016x}{alias}",
+                a.size,
+                a.nlink,
+                a.mode & 0o7777,
+                fnv(&b)
+            )
+        };
+        out.push(line);
+    }
+    Ok(())
+}
+
+pub fn fnv(b: &[u8]) -> u64 {
+    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &x| {
+        (h ^ x as u64).wrapping_mul(0x100_0000_01b3)
+    })
+}

@@ -1,0 +1,48 @@
+//! Scenario: every injected bug is caught. Each bug is run on the seq-1 workload
+//! where the full run first reports it (bugs are process-wide, so one test runs them
+//! one after another).
+
+use crashtest::{Config, Kind};
+
+#[test]
+fn every_injected_bug_is_caught() {
+    let cases = [
+        ("data-not-persisted", 0),
+        ("no-fence-before-tail", 3),
+        ("no-fence-after-tail", 0),
+        ("journal-records-unfenced", 0),
+        ("journal-retired-early", 0),
+        ("rename-dentry-in-place", 17),
+        ("link-count-in-place", 15),
+        ("replay-uncommitted", 0),
+        ("free-list-before-rollback", 0),
+        ("inode-valid-in-place", 0),
+        ("free-before-commit", 15),
+        ("truncate-keeps-tail", 11),
+    ];
+    assert_eq!(
+        cases.len(),
+        mnemofs::bugs::ALL.len(),
+        "a bug without a case"
+    );
+    for (name, only) in cases {
+        let bug = mnemofs::bugs::by_name(name).unwrap();
+        let mut cfg = Config::new(Kind::Seq1);
+        cfg.only = Some(only);
+        cfg.bug = Some(bug);
+        cfg.max_violations = Some(1);
+        let r = crashtest::run(&cfg, |_| {}).unwrap();
+        assert!(r.violations > 0, "{name} was not caught: {r:?}");
+        let v = &r.details[0];
+        assert!(
+            v.reproduce.contains(&format!("--inject-bug {name}")),
+            "{v:?}"
+        );
+        assert!(!v.what.is_empty() && !v.crash_point.is_empty());
+    }
+    // And the bug is off again afterwards.
+    let mut cfg = Config::new(Kind::Seq1);
+    cfg.only = Some(3);
+    let r = crashtest::run(&cfg, |_| {}).unwrap();
+    assert_eq!(r.violations, 0, "{:?}", r.details);
+}

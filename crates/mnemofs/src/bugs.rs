@@ -1,0 +1,107 @@
+//! Deliberate bugs for the crash explorer to find (`mnemofs crashtest --inject-bug`).
+//!
+//! Each is modelled on a real PM file-system bug (Chipmunk, EuroSys'23; Vinter,
+//! ATC'22): a missing flush or fence, an in-place update where an atomic one is
+//! needed, recovery that trusts too much. None is ever on unless a tool calls
+//! [`inject`]; the check on the normal path is one relaxed atomic load.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bug {
+    DataNotPersisted,
+    NoFenceBeforeTail,
+    NoFenceAfterTail,
+    JournalRecordsUnfenced,
+    JournalRetiredEarly,
+    RenameDentryInPlace,
+    LinkCountInPlace,
+    ReplayUncommitted,
+    FreeListBeforeRollback,
+    InodeValidInPlace,
+    FreeBeforeCommit,
+    TruncateKeepsTail,
+}
+
+/// Name, bug and what it does.
+pub const ALL: &[(&str, Bug, &str)] = &[
+    (
+        "data-not-persisted",
+        Bug::DataNotPersisted,
+        "CoW data pages are stored with cached stores and never flushed before their log entry",
+    ),
+    (
+        "no-fence-before-tail",
+        Bug::NoFenceBeforeTail,
+        "no fence between a log entry and the tail that exposes it",
+    ),
+    (
+        "no-fence-after-tail",
+        Bug::NoFenceAfterTail,
+        "an operation returns before its tail update is fenced",
+    ),
+    (
+        "journal-records-unfenced",
+        Bug::JournalRecordsUnfenced,
+        "the journal is activated without fencing its undo records first",
+    ),
+    (
+        "journal-retired-early",
+        Bug::JournalRetiredEarly,
+        "the journal is committed before the tails it protects are written",
+    ),
+    (
+        "rename-dentry-in-place",
+        Bug::RenameDentryInPlace,
+        "rename removes the old name in its own commit, outside the journal",
+    ),
+    (
+        "link-count-in-place",
+        Bug::LinkCountInPlace,
+        "unlink commits the new link count separately from the directory entry",
+    ),
+    (
+        "replay-uncommitted",
+        Bug::ReplayUncommitted,
+        "recovery replays committed-looking entries past the tail",
+    ),
+    (
+        "free-list-before-rollback",
+        Bug::FreeListBeforeRollback,
+        "recovery rebuilds inodes and free lists before rolling the journal back",
+    ),
+    (
+        "inode-valid-in-place",
+        Bug::InodeValidInPlace,
+        "a new inode is marked valid in place before its creation commits",
+    ),
+    (
+        "free-before-commit",
+        Bug::FreeBeforeCommit,
+        "unlink frees the inode before the unlink commits",
+    ),
+    (
+        "truncate-keeps-tail",
+        Bug::TruncateKeepsTail,
+        "truncate leaves stale bytes past the new size in the last page",
+    ),
+];
+
+static ACTIVE: AtomicU64 = AtomicU64::new(0);
+
+/// Turns one bug on (or all off with `None`), process-wide. For the crash explorer
+/// only.
+#[doc(hidden)]
+pub fn inject(bug: Option<Bug>) {
+    ACTIVE.store(bug.map(|b| 1u64 << b as u64).unwrap_or(0), Ordering::SeqCst);
+}
+
+/// Looks a bug up by name.
+pub fn by_name(name: &str) -> Option<Bug> {
+    ALL.iter().find(|(n, _, _)| *n == name).map(|&(_, b, _)| b)
+}
+
+#[inline]
+pub(crate) fn on(b: Bug) -> bool {
+    ACTIVE.load(Ordering::Relaxed) & (1u64 << b as u64) != 0
+}
