@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The mnemofs test suite: setup, fmt, clippy, build, unit/integration tests,
-# pjdfstest, fsx. Stops at the first failing step; the last line of output is
-# "N passed, M failed" (counting steps).
+# the crash explorer's budget, pjdfstest, fsx. Stops at the first failing step;
+# the last line of output is "N passed, M failed" (counting steps).
 # Env: FSX_OPS (fsx operations per configuration, default 20000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +13,7 @@ STEPS=(
   "cargo clippy --all-targets -- -D warnings"
   "cargo build --release"
   "cargo test --workspace --release"
+  "bash scripts/crashtest.sh"
   "bash scripts/pjdfstest.sh"
   "bash scripts/fsx.sh"
 )

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The crash explorer's CI budget: all of seq-1, a seeded sample of seq-2, a seeded
+# random run, and every injected bug (each must be caught: exit status 1).
+# Env: CRASH_SEQ2_SAMPLE (seq-2 workloads, default 24), CRASH_RANDOM_STATES
+#      (default 20000).
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
+need "$MNEMOFS" "cargo build --release"
+
+run() { echo "--- mnemofs $*"; "$MNEMOFS" "$@"; }
+run crashtest --workload seq1
+run crashtest --workload seq2 --sample "${CRASH_SEQ2_SAMPLE:-24}" --seed 1
+run crashtest --workload random --seed 1 --max-states "${CRASH_RANDOM_STATES:-20000}"
+
+missed=()
+for bug in $("$MNEMOFS" crashtest --list-bugs | awk '{ print $1 }'); do
+  rc=0
+  out=$("$MNEMOFS" crashtest --workload seq1 --inject-bug "$bug" --max-violations 1) || rc=$?
+  if ((rc == 1)); then
+    echo "caught $bug: $(grep -m1 'what:' <<<"$out" | sed 's/^ *what: *//' | cut -c1-120)"
+  else
+    echo "NOT caught: $bug (exit status $rc)"
+    missed+=("$bug")
+  fi
+done
+((${#missed[@]} == 0)) || die "injected bugs not caught: ${missed[*]}"
+echo "crashtest OK"
