@@ -208,3 +208,62 @@ impl LogState {
         self.pages.len() as u64 * BLOCK
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{Geometry, BLOCK};
+    use crate::types::Timespec;
+
+    fn link(n: u32) -> Entry {
+        Entry::Link {
+            nlink: n,
+            ctime: Timespec::default(),
+        }
+    }
+
+    /// Regression (found in review): an append that failed after writing into the
+    /// tail page left committed-looking entries past the tail, which a later append
+    /// that skipped to a new page would have exposed to recovery.
+    #[test]
+    fn an_abandoned_append_leaves_nothing_past_the_tail() {
+        let pm = Pm::anonymous(8 << 20).unwrap();
+        let geo = Geometry::compute(8 << 20, 1, 64).unwrap();
+        let space = Space::empty(geo);
+        space.free_run(geo.data_start, 1);
+        let mut log = LogState::default();
+        // Fill the first page to one free unit.
+        let fill: Vec<Entry> = (0..62).map(link).collect();
+        let st = log.stage(&pm, &space, 9, &fill).unwrap();
+        log.commit(&st);
+        let tail = log.tail;
+        assert_eq!(tail % BLOCK, 62 * UNIT);
+        // One entry fits, the next needs a page, and there is none.
+        let r = log.stage(&pm, &space, 9, &[link(100), link(101)]);
+        assert!(matches!(r, Err(crate::error::FsError::NoSpace)));
+        let mut rest = vec![0u8; (LOG_DATA - tail % BLOCK) as usize];
+        pm.read(tail, &mut rest);
+        assert!(rest.iter().all(|&b| b == 0), "stale bytes past the tail");
+        assert_eq!(log.tail, tail);
+    }
+
+    #[test]
+    fn fast_gc_unlinks_dead_pages_but_keeps_the_tail_page() {
+        let pm = Pm::anonymous(8 << 20).unwrap();
+        let geo = Geometry::compute(8 << 20, 1, 64).unwrap();
+        let space = Space::empty(geo);
+        space.free_run(geo.data_start, 10);
+        let mut log = LogState::default();
+        let entries: Vec<Entry> = (0..63 * 3).map(link).collect();
+        let st = log.stage(&pm, &space, 9, &entries).unwrap();
+        log.commit(&st);
+        assert_eq!(log.pages.len(), 3);
+        // Only the middle page holds live entries.
+        log.page_live.insert(log.pages[1], 1);
+        let inode_off = geo.inode_off(9);
+        let freed = log.fast_gc(&pm, inode_off);
+        assert_eq!(freed, vec![st.new_pages[0]]);
+        assert_eq!(log.pages, vec![st.new_pages[1], st.new_pages[2]]);
+        assert_eq!(pm.read_u64(inode_off + INO_HEAD_OFF), st.new_pages[1]);
+    }
+}
