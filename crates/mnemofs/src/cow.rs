@@ -15,6 +15,19 @@ use crate::types::*;
 const FALLOC_FL_KEEP_SIZE: i32 = 0x01;
 const FALLOC_FL_PUNCH_HOLE: i32 = 0x02;
 
+/// Data operations need a live regular file: ENOENT for a freed inode, EISDIR for a
+/// directory, `special` for anything else.
+fn regular(st: &InodeState, special: FsError) -> Result<()> {
+    if st.dead {
+        return Err(FsError::NotFound);
+    }
+    match st.kind {
+        FileKind::Regular => Ok(()),
+        FileKind::Directory => Err(FsError::IsDir),
+        _ => Err(special),
+    }
+}
+
 impl Fs {
     pub fn read(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let inode = self.get(ino)?;
@@ -22,14 +35,7 @@ impl Fs {
         let _r = inode.data.read(offset, end_req);
         let (n, blocks) = {
             let st = inode.state.lock();
-            if st.dead {
-                return Err(FsError::NotFound);
-            }
-            match st.kind {
-                FileKind::Regular => {}
-                FileKind::Directory => return Err(FsError::IsDir),
-                _ => return Err(FsError::Invalid("read of a special file")),
-            }
+            regular(&st, FsError::Invalid("read of a special file"))?;
             if offset >= st.size || buf.is_empty() {
                 return Ok(0);
             }
@@ -80,14 +86,7 @@ impl Fs {
         };
         let (off, old) = {
             let st = inode.state.lock();
-            if st.dead {
-                return Err(FsError::NotFound);
-            }
-            match st.kind {
-                FileKind::Regular => {}
-                FileKind::Directory => return Err(FsError::IsDir),
-                _ => return Err(FsError::Invalid("write to a special file")),
-            }
+            regular(&st, FsError::Invalid("write to a special file"))?;
             let off = offset.unwrap_or(st.size);
             if data.is_empty() {
                 return Ok((off, 0));
@@ -222,14 +221,7 @@ impl Fs {
         let inode = self.get(ino)?;
         let _w = inode.data.write(0, u64::MAX);
         let mut st = inode.state.lock();
-        if st.dead {
-            return Err(FsError::NotFound);
-        }
-        match st.kind {
-            FileKind::Regular => {}
-            FileKind::Directory => return Err(FsError::IsDir),
-            _ => return Err(FsError::Unsupported("fallocate of a special file")),
-        }
+        regular(&st, FsError::Unsupported("fallocate of a special file"))?;
         let now = Timespec::now();
         let mut entries = Vec::new();
         let mut fresh: Vec<u64> = Vec::new();
