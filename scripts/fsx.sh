@@ -16,13 +16,13 @@ read -ra EXTRA <<<"${FSX_ARGS:-}"
 CONFIGS=("$@")
 ((${#CONFIGS[@]})) || CONFIGS=(default closeopen mmap falloc)
 FSX=$ROOT/.tools/fsx/bin/fsx
-IMG=/dev/shm/mnemofs-fsx.img
+IMG=$SCRATCH/mnemofs-fsx.img
 MNT=/tmp/mnemofs-fsx
 ART=$ROOT/target/fsx-artifacts
 need "$FSX" scripts/setup.sh
 need "$MNEMOFS" "cargo build --release"
 
-WORK=$(mktemp -d /dev/shm/mnemofs-fsx.XXXXXX)
+WORK=$(mktemp -d "$SCRATCH/mnemofs-fsx.XXXXXX")
 trap 'cleanup "$MNT" "$IMG" "$WORK"' EXIT
 rm -rf "$ART" && mkdir -p "$ART"
 mount_fresh "$IMG" "$MNT" "$WORK/server.log"

@@ -4,7 +4,14 @@
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 MNEMOFS=${MNEMOFS:-$ROOT/target/release/mnemofs}
-IMAGE_SIZE=${IMAGE_SIZE:-256M}
+IMAGE_MB=${IMAGE_MB:-256}
+# Scratch space for test images and logs: /dev/shm (RAM, like PM) when it has
+# room (Docker's default /dev/shm is only 64 MiB), else $TMPDIR or /tmp.
+SCRATCH=/dev/shm
+if (($(df -Pm /dev/shm 2>/dev/null | awk 'NR == 2 { print $4 }' || echo 0) < 2 * IMAGE_MB)); then
+  # shellcheck disable=SC2034 # used by the scripts that source this file
+  SCRATCH=${TMPDIR:-/tmp}
+fi
 SERVER_PID=
 
 die() { echo "error: $*" >&2; exit 1; }
@@ -37,7 +44,7 @@ mount_fresh() {
   unmount "$mnt"
   mkdir -p "$mnt"
   rm -f "$img"
-  "$MNEMOFS" mkfs "$img" --size "$IMAGE_SIZE"
+  "$MNEMOFS" mkfs "$img" --size "${IMAGE_MB}M"
   "$MNEMOFS" mount "$img" "$mnt" --foreground >"$log" 2>&1 &
   SERVER_PID=$!
   for _ in $(seq 100); do
@@ -50,19 +57,25 @@ mount_fresh() {
   return 1
 }
 
+# gone PID TENTHS: wait up to TENTHS/10 s for PID to exit.
+gone() {
+  for _ in $(seq "$2"); do
+    kill -0 "$1" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  ! kill -0 "$1" 2>/dev/null
+}
+
 # stop_server MNT: unmount MNT, wait (up to 30 s) for our server to exit and
 # return its exit status.
 stop_server() {
   local rc=0
   unmount "$1" || true
   [[ -n $SERVER_PID ]] || return 0
-  for _ in $(seq 300); do
-    kill -0 "$SERVER_PID" 2>/dev/null || break
-    sleep 0.1
-  done
-  if kill -0 "$SERVER_PID" 2>/dev/null; then
+  if ! gone "$SERVER_PID" 300; then
     echo "error: server $SERVER_PID still running after unmount; killing it" >&2
-    kill "$SERVER_PID"
+    kill "$SERVER_PID" # it unmounts on SIGTERM
+    gone "$SERVER_PID" 100 || kill -KILL "$SERVER_PID"
   fi
   wait "$SERVER_PID" || rc=$?
   SERVER_PID=

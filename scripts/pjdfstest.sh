@@ -11,7 +11,7 @@ source "$(dirname "$0")/lib.sh"
 MIN_PASS=${1:-${PJDFSTEST_MIN_PASS:-383}}
 shift || true
 PJD=$ROOT/.tools/pjdfstest/bin/pjdfstest
-IMG=/dev/shm/mnemofs-pjd.img
+IMG=$SCRATCH/mnemofs-pjd.img
 MNT=/tmp/mnemofs-pjd
 need "$PJD" scripts/setup.sh
 need "$MNEMOFS" "cargo build --release"
@@ -21,8 +21,8 @@ for u in nobody:nogroup daemon:daemon; do
   fi
 done
 
-# WORK (tmpfs) holds the server log, the pjdfstest log and the secondary fs.
-WORK=$(mktemp -d /dev/shm/mnemofs-pjd.XXXXXX)
+# WORK holds the server log, the pjdfstest log and the secondary fs.
+WORK=$(mktemp -d "$SCRATCH/mnemofs-pjd.XXXXXX")
 trap 'cleanup "$MNT" "$IMG" "$WORK"' EXIT
 mkdir -m 755 "$WORK/secondary"
 mount_fresh "$IMG" "$MNT" "$WORK/server.log"

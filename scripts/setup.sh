@@ -3,15 +3,19 @@
 #   - fuse3 (fusermount3) from apt, when missing
 #   - rustfmt and clippy rustup components, when missing
 #   - pjdfstest 0.2.2 and fsx 0.3.2 into .tools/<name>/bin (skipped with --fuse-only)
-# Usage: scripts/setup.sh [--fuse-only]
+#   - with --bench only: fio and bindfs from apt, for `mnemofs bench peers` (benchmarks
+#     only; no test needs them)
+# Usage: scripts/setup.sh [--fuse-only | --bench]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 FUSE_ONLY=false
+BENCH=false
 case ${1:-} in
   --fuse-only) FUSE_ONLY=true ;;
+  --bench) BENCH=true ;;
   "") ;;
-  *) echo "usage: $0 [--fuse-only]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--fuse-only | --bench]" >&2; exit 2 ;;
 esac
 SUDO=()
 ((EUID == 0)) || SUDO=(sudo)
@@ -24,6 +28,21 @@ fi
 [[ -c /dev/fuse ]] || echo "setup: warning: /dev/fuse is missing (containers need --device /dev/fuse)" >&2
 
 if $FUSE_ONLY; then exit 0; fi
+
+if $BENCH; then
+  # The kernel peers of `mnemofs bench peers`: fio drives them, bindfs is the FUSE
+  # baseline; mkfs.ext4 (e2fsprogs) and losetup (mount) are on Debian already.
+  missing=()
+  command -v fio >/dev/null || missing+=(fio)
+  command -v bindfs >/dev/null || missing+=(bindfs)
+  command -v mkfs.ext4 >/dev/null || missing+=(e2fsprogs)
+  if ((${#missing[@]})); then
+    echo "setup: installing ${missing[*]} (benchmarks only)"
+    "${SUDO[@]}" apt-get update -q
+    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+  fi
+  exit 0
+fi
 
 for comp in rustfmt clippy; do
   if ! cargo "${comp/rustfmt/fmt}" --version >/dev/null 2>&1; then

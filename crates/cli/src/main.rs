@@ -1,5 +1,6 @@
 //! `mnemofs`: format, mount, check and inspect mnemofs file systems.
 
+mod bench;
 mod crashtest;
 mod error;
 mod fsck;
@@ -37,6 +38,8 @@ enum Cmd {
     Fsck(fsck::FsckArgs),
     /// Show geometry, space, inodes, PM counters and modes of an image or mount point
     Stat(stat::StatArgs),
+    /// Benchmarks: a workload in-process, presets side by side, kernel peers, the suite
+    Bench(Box<bench::BenchArgs>),
     /// Explore crash states of generated workloads (exit 0 none, 1 violations, 2 usage)
     Crashtest(crashtest::CrashtestArgs),
 }
@@ -67,6 +70,7 @@ fn main() {
         Cmd::Mount(a) => mount::run(a).map(|()| 0),
         Cmd::Fsck(a) => fsck::run(a),
         Cmd::Stat(a) => stat::run(a).map(|()| 0),
+        Cmd::Bench(a) => bench::run(a),
         Cmd::Crashtest(a) => crashtest::run(a),
     };
     let code = match result {

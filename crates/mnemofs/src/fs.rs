@@ -156,7 +156,9 @@ pub fn mount(path: &Path, opts: &MountOptions) -> Result<Fs> {
 impl Fs {
     /// Mounts an already mapped region (tests and the crash explorer use anonymous
     /// copies).
-    pub fn from_pm(pm: Pm, opts: &MountOptions) -> Result<Fs> {
+    pub fn from_pm(mut pm: Pm, opts: &MountOptions) -> Result<Fs> {
+        // The latency profile applies from recovery on.
+        pm.set_profile(opts.pm_profile);
         let loaded = recovery::load(&pm, Mode::Mount)?;
         let geo = loaded.geo;
         let space = Space::empty(geo);

@@ -242,6 +242,8 @@ pub struct MountOptions {
     /// Take an exclusive lock on the image so that a second mount fails (default on
     /// for the CLI; tests that reopen an abandoned image in-process turn it off).
     pub exclusive: bool,
+    /// PM latency profile the region charges (`dram`: none; see `pm::PmProfile`).
+    pub pm_profile: pm::PmProfile,
 }
 
 impl MountOptions {
@@ -250,6 +252,7 @@ impl MountOptions {
             lock: p.lock,
             small_write: p.small_write,
             exclusive: true,
+            pm_profile: pm::PmProfile::DRAM,
         }
     }
 }

@@ -15,6 +15,7 @@ struct Slot {
     nt_bytes: AtomicU64,
     flushes: AtomicU64,
     fences: AtomicU64,
+    delay_ns: AtomicU64,
 }
 
 /// Counters of one PM region, one slot per thread (threads beyond 64 share slots).
@@ -33,6 +34,8 @@ pub struct CounterSnapshot {
     pub flushes: u64,
     /// Store fences.
     pub fences: u64,
+    /// Nanoseconds of busy-wait added by the PM latency profile (0 for `dram`).
+    pub modeled_delay_ns: u64,
 }
 
 impl CounterSnapshot {
@@ -45,6 +48,9 @@ impl CounterSnapshot {
                 .saturating_sub(earlier.nt_bytes_written),
             flushes: self.flushes.saturating_sub(earlier.flushes),
             fences: self.fences.saturating_sub(earlier.fences),
+            modeled_delay_ns: self
+                .modeled_delay_ns
+                .saturating_sub(earlier.modeled_delay_ns),
         }
     }
 }
@@ -108,6 +114,11 @@ impl Counters {
         self.slot().fences.fetch_add(1, Ordering::Relaxed);
     }
 
+    #[inline]
+    pub fn add_delay(&self, ns: u64) {
+        self.slot().delay_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+
     /// Counters of the calling thread only.
     pub fn this_thread(&self) -> CounterSnapshot {
         let s = self.slot();
@@ -116,6 +127,7 @@ impl Counters {
             nt_bytes_written: s.nt_bytes.load(Ordering::Relaxed),
             flushes: s.flushes.load(Ordering::Relaxed),
             fences: s.fences.load(Ordering::Relaxed),
+            modeled_delay_ns: s.delay_ns.load(Ordering::Relaxed),
         }
     }
 
@@ -127,6 +139,7 @@ impl Counters {
             t.nt_bytes_written += s.nt_bytes.load(Ordering::Relaxed);
             t.flushes += s.flushes.load(Ordering::Relaxed);
             t.fences += s.fences.load(Ordering::Relaxed);
+            t.modeled_delay_ns += s.delay_ns.load(Ordering::Relaxed);
         }
         t
     }

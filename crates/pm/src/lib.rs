@@ -6,6 +6,9 @@
 //! atomic stores, cache-line write-back (clwb, else clflushopt, else clflush, chosen
 //! once by CPUID) and store fences.
 //!
+//! On DRAM-backed images a [`PmProfile`] (`optane`, `cxl`) adds the latency and
+//! bandwidth cost of real PM to reads and persists with a calibrated busy-wait.
+//!
 //! Every store, flush and fence is counted (per-thread slots, summed on demand) and can
 //! be reported to a [`Tracer`]: the seam on which the crash explorer records a trace.
 //! PM holds offsets, never virtual addresses: every call takes a byte offset into the
@@ -13,11 +16,13 @@
 
 mod counters;
 mod flush;
+mod profile;
 mod region;
 mod trace;
 
 pub use counters::{CounterSnapshot, Counters};
 pub use flush::FlushKind;
+pub use profile::{PmProfile, SpinClock};
 pub use region::{MapMode, Pm, PmError};
 pub use trace::{Event, Marker, RecordingTracer, StoreKind, Tracer};
 

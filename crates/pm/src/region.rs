@@ -2,6 +2,7 @@
 
 use crate::counters::{CounterSnapshot, Counters};
 use crate::flush::{flush_line, sfence, FlushKind};
+use crate::profile::{self, PmProfile, SpinClock};
 use crate::trace::{Marker, StoreKind, Tracer};
 use crate::CACHE_LINE;
 use std::fs::{File, OpenOptions};
@@ -52,6 +53,9 @@ pub struct Pm {
     counters: Counters,
     tracer: Option<Arc<dyn Tracer>>,
     has_cx16: bool,
+    /// Latency profile charged on reads and persists; `None` for `dram` (no cost,
+    /// no work on the hot paths).
+    profile: Option<(PmProfile, &'static SpinClock)>,
     _file: Option<File>,
 }
 
@@ -166,6 +170,7 @@ impl Pm {
             counters: Counters::new(),
             tracer: None,
             has_cx16: has_cx16(),
+            profile: None,
             _file: file,
         }
     }
@@ -216,6 +221,41 @@ impl Pm {
     /// Installs (or removes) the tracer that sees every later event.
     pub fn set_tracer(&mut self, tracer: Option<Arc<dyn Tracer>>) {
         self.tracer = tracer;
+    }
+
+    /// Sets the latency profile charged from now on (`PmProfile::DRAM`: none). See
+    /// the `profile` module for where each cost is charged.
+    pub fn set_profile(&mut self, p: PmProfile) {
+        self.profile = if p.is_free() {
+            None
+        } else {
+            Some((p, SpinClock::get()))
+        };
+        // Write-backs made before the profile was set are not charged to it.
+        let _ = profile::take_pending_write();
+    }
+
+    /// The latency profile in force.
+    pub fn profile(&self) -> PmProfile {
+        self.profile.map_or(PmProfile::DRAM, |(p, _)| p)
+    }
+
+    /// Charges the modeled cost of a read of `len` bytes.
+    #[inline]
+    fn charge_read(&self, len: u64) {
+        if let Some((p, clock)) = &self.profile {
+            let ns = p.read_cost_ns(len);
+            clock.spin(ns);
+            self.counters.add_delay(ns);
+        }
+    }
+
+    /// Records `bytes` written back to PM, charged at the next fence.
+    #[inline]
+    fn note_writeback(&self, bytes: u64) {
+        if self.profile.is_some() {
+            profile::add_pending_write(bytes);
+        }
     }
 
     pub fn len(&self) -> u64 {
@@ -275,6 +315,7 @@ impl Pm {
         let p = self.ptr(off, buf.len() as u64);
         // SAFETY: `p` is valid for `buf.len()` bytes; PM and `buf` never overlap.
         unsafe { std::ptr::copy_nonoverlapping(p, buf.as_mut_ptr(), buf.len()) };
+        self.charge_read(buf.len() as u64);
     }
 
     /// Atomic 8-byte load of an aligned word.
@@ -283,7 +324,9 @@ impl Pm {
         debug_assert_eq!(off % 8, 0);
         let p = self.ptr(off, 8) as *const std::sync::atomic::AtomicU64;
         // SAFETY: aligned (offsets are 8-aligned, base is page-aligned) and in bounds.
-        unsafe { (*p).load(std::sync::atomic::Ordering::Acquire) }
+        let v = unsafe { (*p).load(std::sync::atomic::Ordering::Acquire) };
+        self.charge_read(8);
+        v
     }
 
     #[inline]
@@ -341,6 +384,7 @@ impl Pm {
                 i += 8;
             }
             self.counters.add_nt_bytes(body as u64);
+            self.note_writeback(body as u64);
             if let Some(t) = &self.tracer {
                 t.store(
                     off + start_pad as u64,
@@ -420,6 +464,7 @@ impl Pm {
             n += 1;
         }
         self.counters.add_flushes(n);
+        self.note_writeback(n * CACHE_LINE);
     }
 
     /// Store fence: everything flushed or stored non-temporally before it is durable
@@ -427,6 +472,12 @@ impl Pm {
     #[inline]
     pub fn fence(&self) {
         sfence();
+        if let Some((p, clock)) = &self.profile {
+            // The fence waits for this thread's write-backs to reach PM.
+            let ns = p.persist_cost_ns(profile::take_pending_write());
+            clock.spin(ns);
+            self.counters.add_delay(ns);
+        }
         self.counters.add_fence();
         if let Some(t) = &self.tracer {
             t.fence();
@@ -541,6 +592,7 @@ unsafe fn store_u128_cx16(p: *mut u128, v: u128) {
 mod tests {
     use super::*;
     use crate::trace::{Event, RecordingTracer};
+    use crate::PmProfile;
 
     #[test]
     fn counters_count_exactly() {
@@ -559,6 +611,50 @@ mod tests {
         pm.read(100, &mut b);
         assert_eq!(b, [1; 4]);
         assert_eq!(pm.read_u64(4096), 7);
+    }
+
+    #[test]
+    fn profile_charges_reads_and_persists_exactly() {
+        let mut pm = Pm::anonymous(1 << 20).unwrap();
+        assert_eq!(pm.profile(), PmProfile::DRAM);
+        let mut buf = [0u8; 4096];
+        pm.read(0, &mut buf);
+        pm.write(0, &[1u8; 100]);
+        pm.persist(0, 100);
+        assert_eq!(pm.thread_counters().modeled_delay_ns, 0);
+
+        pm.set_profile(PmProfile::OPTANE);
+        assert_eq!(pm.profile().name, "optane");
+        let t = pm.thread_counters();
+        pm.read(0, &mut buf);
+        assert_eq!(pm.thread_counters().since(&t).modeled_delay_ns, 305 + 620);
+        let t = pm.thread_counters();
+        let _ = pm.read_u64(8);
+        assert_eq!(pm.thread_counters().since(&t).modeled_delay_ns, 305 + 1);
+        // Cached stores cost nothing until written back; the fence pays for the
+        // flushed lines (two lines: 128 B → 90 + 55 ns).
+        let t = pm.thread_counters();
+        pm.write(0, &[2u8; 100]);
+        assert_eq!(pm.thread_counters().since(&t).modeled_delay_ns, 0);
+        pm.flush(0, 100);
+        assert_eq!(pm.thread_counters().since(&t).modeled_delay_ns, 0);
+        pm.fence();
+        assert_eq!(pm.thread_counters().since(&t).modeled_delay_ns, 90 + 55);
+        // A fence with nothing written back costs nothing.
+        let t = pm.thread_counters();
+        pm.fence();
+        assert_eq!(pm.thread_counters().since(&t).modeled_delay_ns, 0);
+        // Non-temporal page: 4096 B → 90 + 1780 ns.
+        let t = pm.thread_counters();
+        pm.write_nt(4096, &buf);
+        pm.fence();
+        assert_eq!(pm.thread_counters().since(&t).modeled_delay_ns, 90 + 1780);
+
+        pm.set_profile(PmProfile::DRAM);
+        let t = pm.thread_counters();
+        pm.read(0, &mut buf);
+        pm.persist(0, 64);
+        assert_eq!(pm.thread_counters().since(&t).modeled_delay_ns, 0);
     }
 
     #[test]

@@ -1,0 +1,168 @@
+//! SVG charts (plotters, SVG backend only): grouped bars with min–max whiskers.
+
+use crate::error::{BenchError, BenchResultT};
+use plotters::prelude::*;
+use std::path::Path;
+
+/// One bar: the median and the range over rounds.
+#[derive(Clone, Copy, Debug)]
+pub struct Bar {
+    pub value: f64,
+    pub low: f64,
+    pub high: f64,
+}
+
+/// A group of bars (one per series; `None` where a series has no value).
+#[derive(Clone, Debug)]
+pub struct Group {
+    pub label: String,
+    pub bars: Vec<Option<Bar>>,
+}
+
+const COLORS: [RGBColor; 8] = [
+    RGBColor(0x1f, 0x77, 0xb4),
+    RGBColor(0xff, 0x7f, 0x0e),
+    RGBColor(0x2c, 0xa0, 0x2c),
+    RGBColor(0xd6, 0x27, 0x28),
+    RGBColor(0x94, 0x67, 0xbd),
+    RGBColor(0x8c, 0x56, 0x4b),
+    RGBColor(0xe3, 0x77, 0xc2),
+    RGBColor(0x7f, 0x7f, 0x7f),
+];
+
+fn plot_err(path: &Path, e: impl std::fmt::Display) -> BenchError {
+    BenchError::msg(format!("{}: cannot draw the chart: {e}", path.display()))
+}
+
+/// Writes a grouped bar chart to `path` (SVG). `series` names the bars of each group
+/// in order (the legend).
+pub fn grouped_bars(
+    path: &Path,
+    title: &str,
+    y_label: &str,
+    series: &[String],
+    groups: &[Group],
+) -> BenchResultT<()> {
+    let ymax = groups
+        .iter()
+        .flat_map(|g| g.bars.iter().flatten())
+        .map(|b| b.high.max(b.value))
+        .fold(0.0f64, f64::max);
+    let ymax = if ymax > 0.0 { ymax * 1.15 } else { 1.0 };
+    let n = groups.len().max(1);
+    let k = series.len().max(1);
+    let width = (160 + 60 * n * k).clamp(640, 1600) as u32;
+    let root = SVGBackend::new(path, (width, 420)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| plot_err(path, e))?;
+    let labels: Vec<String> = groups.iter().map(|g| g.label.clone()).collect();
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(72)
+        .build_cartesian_2d(0f64..n as f64, 0f64..ymax)
+        .map_err(|e| plot_err(path, e))?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .light_line_style(RGBColor(0xee, 0xee, 0xee))
+        .x_labels(n * 2 + 1)
+        .x_label_formatter(&|x| {
+            let c = x - 0.5;
+            let i = c.round();
+            if (c - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < labels.len() {
+                labels[i as usize].clone()
+            } else {
+                String::new()
+            }
+        })
+        .y_desc(y_label)
+        .y_label_formatter(&|y| crate::result::si(*y))
+        .draw()
+        .map_err(|e| plot_err(path, e))?;
+    let slot = 0.8 / k as f64;
+    for (si, name) in series.iter().enumerate() {
+        let color = COLORS[si % COLORS.len()];
+        let mut rects = Vec::new();
+        let mut whiskers = Vec::new();
+        for (gi, g) in groups.iter().enumerate() {
+            if let Some(Some(b)) = g.bars.get(si) {
+                let x0 = gi as f64 + 0.1 + si as f64 * slot;
+                let x1 = x0 + slot * 0.9;
+                rects.push(Rectangle::new([(x0, 0.0), (x1, b.value)], color.filled()));
+                let xm = (x0 + x1) / 2.0;
+                whiskers.push(PathElement::new(vec![(xm, b.low), (xm, b.high)], BLACK));
+                let w = slot * 0.2;
+                whiskers.push(PathElement::new(
+                    vec![(xm - w, b.low), (xm + w, b.low)],
+                    BLACK,
+                ));
+                whiskers.push(PathElement::new(
+                    vec![(xm - w, b.high), (xm + w, b.high)],
+                    BLACK,
+                ));
+            }
+        }
+        chart
+            .draw_series(rects)
+            .map_err(|e| plot_err(path, e))?
+            .label(name.as_str())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+        chart.draw_series(whiskers).map_err(|e| plot_err(path, e))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| plot_err(path, e))?;
+    root.present().map_err(|e| plot_err(path, e))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn draws_an_svg_with_every_series() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.svg");
+        let b = |v| {
+            Some(Bar {
+                value: v,
+                low: v * 0.9,
+                high: v * 1.1,
+            })
+        };
+        grouped_bars(
+            &p,
+            "randwrite",
+            "ops/s",
+            &["nova/dram".into(), "nova/optane".into()],
+            &[
+                Group {
+                    label: "1 thread".into(),
+                    bars: vec![b(1000.0), b(500.0)],
+                },
+                Group {
+                    label: "2 threads".into(),
+                    bars: vec![b(1800.0), None],
+                },
+            ],
+        )
+        .unwrap();
+        let svg = std::fs::read_to_string(&p).unwrap();
+        assert!(svg.starts_with("<svg"), "{}", &svg[..40.min(svg.len())]);
+        for s in [
+            "randwrite",
+            "nova/dram",
+            "nova/optane",
+            "1 thread",
+            "2 threads",
+        ] {
+            assert!(svg.contains(s), "{s} missing");
+        }
+    }
+}
