@@ -177,7 +177,7 @@ impl Fs {
             table.free[geo.ino_cpu(ino) as usize].lock().push(ino);
         }
         for (ino, st) in loaded.states {
-            let inode = Arc::new(Inode::new(st, opts.lock));
+            let inode = Arc::new(Inode::new(st, opts));
             table.shards[ino as usize % SHARDS]
                 .write()
                 .insert(ino, inode);
@@ -276,7 +276,7 @@ impl Fs {
 
     pub(crate) fn insert_inode(&self, st: InodeState) -> Arc<Inode> {
         let ino = st.ino;
-        let inode = Arc::new(Inode::new(st, self.opts.lock));
+        let inode = Arc::new(Inode::new(st, &self.opts));
         self.table.shards[ino as usize % SHARDS]
             .write()
             .insert(ino, inode.clone());
@@ -581,6 +581,12 @@ impl Fs {
 
     pub fn pm_counters(&self) -> pm::CounterSnapshot {
         self.pm.counters()
+    }
+
+    /// DRAM bytes of range-lock words allocated for `ino` (segment lock mode; 0 in the
+    /// other modes).
+    pub fn lock_memory(&self, ino: Ino) -> Result<u64> {
+        Ok(self.get(ino)?.data.lock_bytes() as u64)
     }
 
     /// Bytes of log pages held by `ino`'s log.

@@ -385,11 +385,11 @@ pub(crate) struct Inode {
 }
 
 impl Inode {
-    pub fn new(st: InodeState, lock: crate::types::LockMode) -> Inode {
+    pub fn new(st: InodeState, opts: &crate::types::MountOptions) -> Inode {
         Inode {
             ino: st.ino,
             state: std::sync::Arc::new(Mutex::new(st)),
-            data: FileLock::new(lock),
+            data: FileLock::new(opts.lock, opts.segment_size),
             opens: AtomicU32::new(0),
             lookups: AtomicU64::new(0),
         }

@@ -161,14 +161,24 @@ pub enum LockMode {
     /// One reader-writer lock per inode (NOVA's baseline).
     #[default]
     Inode,
+    /// pNOVA: an augmented interval tree of byte ranges per file, under one mutex.
+    Interval,
+    /// pNOVA: one atomic lock word per segment of the file (`segment_size`).
+    Segment,
 }
 
 impl LockMode {
-    pub const ALL: &'static [(&'static str, LockMode)] = &[("inode", LockMode::Inode)];
+    pub const ALL: &'static [(&'static str, LockMode)] = &[
+        ("inode", LockMode::Inode),
+        ("interval", LockMode::Interval),
+        ("segment", LockMode::Segment),
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             LockMode::Inode => "inode",
+            LockMode::Interval => "interval",
+            LockMode::Segment => "segment",
         }
     }
 }
@@ -225,14 +235,29 @@ pub struct Preset {
 }
 
 /// Presets that exist in this build.
-pub const PRESETS: &[Preset] = &[Preset {
-    name: "nova",
-    lock: LockMode::Inode,
-    small_write: SmallWriteMode::Cow,
-}];
+pub const PRESETS: &[Preset] = &[
+    Preset {
+        name: "nova",
+        lock: LockMode::Inode,
+        small_write: SmallWriteMode::Cow,
+    },
+    Preset {
+        name: "pnova-interval",
+        lock: LockMode::Interval,
+        small_write: SmallWriteMode::Cow,
+    },
+    Preset {
+        name: "pnova",
+        lock: LockMode::Segment,
+        small_write: SmallWriteMode::Cow,
+    },
+];
 
 /// Presets that DESIGN.md names but whose modes are not built yet.
-pub const PLANNED_PRESETS: &[&str] = &["pnova-interval", "pnova", "finelog", "lawn", "full"];
+pub const PLANNED_PRESETS: &[&str] = &["finelog", "lawn", "full"];
+
+/// Default segment size of the `segment` lock mode.
+pub const DEFAULT_SEGMENT_SIZE: u64 = 4096;
 
 /// Options of `mount`.
 #[derive(Clone, Debug, Default)]
@@ -244,6 +269,8 @@ pub struct MountOptions {
     pub exclusive: bool,
     /// PM latency profile the region charges (`dram`: none; see `pm::PmProfile`).
     pub pm_profile: pm::PmProfile,
+    /// Segment size of the `segment` lock mode (a power of two ≥ 4096; 0 = default).
+    pub segment_size: u64,
 }
 
 impl MountOptions {
@@ -253,6 +280,7 @@ impl MountOptions {
             small_write: p.small_write,
             exclusive: true,
             pm_profile: pm::PmProfile::DRAM,
+            segment_size: DEFAULT_SEGMENT_SIZE,
         }
     }
 }

@@ -492,9 +492,14 @@ fn compare_dir(fs: &Fs, m: &Model, dir: Ino, seen: &mut HashMap<Ino, Ino>) {
     }
 }
 
-fn run(ops: &[Op]) {
+fn run(ops: &[Op], lock: mnemofs::LockMode) {
     let img = common::fresh(32 << 20);
-    let mut fs = Some(common::mount(&img));
+    let opts = mnemofs::MountOptions {
+        lock,
+        ..common::opts()
+    };
+    let mount = |img: &common::Img| mnemofs::mount(&img.path, &opts).unwrap();
+    let mut fs = Some(mount(&img));
     let mut m = Model {
         nodes: HashMap::new(),
     };
@@ -516,7 +521,7 @@ fn run(ops: &[Op]) {
                 }
                 let r = mnemofs::fsck(&img.path).unwrap();
                 assert!(r.is_clean(), "fsck after {op:?}: {:?}", r.problems);
-                fs = Some(common::mount(&img));
+                fs = Some(mount(&img));
             }
             _ => step(fs.as_ref().unwrap(), &mut m, op),
         }
@@ -538,7 +543,10 @@ fn cases() -> u32 {
 proptest! {
     #![proptest_config(ProptestConfig { cases: cases(), failure_persistence: None, ..ProptestConfig::default() })]
     #[test]
-    fn model_matches(ops in proptest::collection::vec(op(), 100..150)) {
-        run(&ops);
+    fn model_matches(
+        ops in proptest::collection::vec(op(), 100..150),
+        lock in proptest::sample::select(mnemofs::LockMode::ALL.iter().map(|x| x.1).collect::<Vec<_>>()),
+    ) {
+        run(&ops, lock);
     }
 }
