@@ -38,6 +38,9 @@ pub struct CrashtestArgs {
     /// Exploring threads (0 = one per CPU)
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub threads: usize,
+    /// Lock mode of the traced runs (inode, interval, segment)
+    #[arg(long, value_name = "L", default_value = "inode")]
+    pub lock: String,
     /// Do not also crash inside recovery
     #[arg(long)]
     pub no_recovery_crashes: bool,
@@ -83,6 +86,18 @@ pub fn run(a: &CrashtestArgs) -> CliResult<i32> {
     cfg.bug = bug;
     cfg.recovery_crashes = !a.no_recovery_crashes;
     cfg.max_violations = a.max_violations;
+    cfg.lock = mnemofs::LockMode::ALL
+        .iter()
+        .find(|x| x.0 == a.lock)
+        .map(|x| x.1)
+        .ok_or_else(|| {
+            let names: Vec<&str> = mnemofs::LockMode::ALL.iter().map(|x| x.0).collect();
+            usage(format!(
+                "unknown lock mode '{}' (valid: {})",
+                a.lock,
+                names.join(", ")
+            ))
+        })?;
     if a.threads > 0 {
         cfg.threads = a.threads;
     }

@@ -71,6 +71,8 @@ pub struct Config {
     pub max_violations: Option<usize>,
     /// Exploring threads (workloads are independent).
     pub threads: usize,
+    /// Lock mode of the traced run.
+    pub lock: mnemofs::LockMode,
 }
 
 impl Config {
@@ -85,6 +87,7 @@ impl Config {
             bug: None,
             recovery_crashes: true,
             max_violations: None,
+            lock: mnemofs::LockMode::Inode,
             threads: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1),
@@ -396,7 +399,11 @@ fn explore_workload(
     pm.load_image(base);
     let rec = Arc::new(RecordingTracer::new());
     pm.set_tracer(Some(rec.clone()));
-    let fs = match guarded(|| Fs::from_pm(pm, &mount_opts())) {
+    let opts = MountOptions {
+        lock: cfg.lock,
+        ..mount_opts()
+    };
+    let fs = match guarded(|| Fs::from_pm(pm, &opts)) {
         Ok(Ok(fs)) => fs,
         Ok(Err(e)) => {
             violate(rep, "mount".into(), e.to_string());
