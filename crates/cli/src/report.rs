@@ -149,6 +149,7 @@ mod tests {
             lock_mode: "inode".into(),
             small_write_mode: "cow".into(),
             clean_mount: true,
+            max_concurrent_writers: 1,
         }
     }
 

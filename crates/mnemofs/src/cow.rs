@@ -10,6 +10,7 @@ use crate::format::{Entry, BLOCK};
 use crate::fs::{Fs, MAX_FILE_SIZE};
 use crate::inode::InodeState;
 use crate::types::*;
+use std::sync::atomic::Ordering;
 
 /// fallocate flags (linux/falloc.h).
 const FALLOC_FL_KEEP_SIZE: i32 = 0x01;
@@ -75,6 +76,14 @@ impl Fs {
     }
 
     fn write_at(&self, ino: Ino, offset: Option<u64>, data: &[u8]) -> Result<(u64, usize)> {
+        let now = self.writers_now.fetch_add(1, Ordering::AcqRel) + 1;
+        self.writers_max.fetch_max(now, Ordering::AcqRel);
+        let r = self.write_locked(ino, offset, data);
+        self.writers_now.fetch_sub(1, Ordering::AcqRel);
+        r
+    }
+
+    fn write_locked(&self, ino: Ino, offset: Option<u64>, data: &[u8]) -> Result<(u64, usize)> {
         let inode = self.get(ino)?;
         // Appends and size-changing writes need the range up to the end of file; the
         // `inode` lock mode locks the whole file anyway.

@@ -51,6 +51,10 @@ pub struct Fs {
     /// Serializes renames (like the VFS rename mutex) so that directory-loop checks
     /// see a stable tree.
     pub(crate) rename_lock: Mutex<()>,
+    /// Data writes inside the engine right now, and the most seen at once (shows
+    /// whether a frontend delivers writes to one file in parallel).
+    pub(crate) writers_now: AtomicU64,
+    pub(crate) writers_max: AtomicU64,
 }
 
 /// Formats `path` (created when missing) as an empty mnemofs.
@@ -191,6 +195,8 @@ impl Fs {
             opts: opts.clone(),
             clean_mount: loaded.clean,
             rename_lock: Mutex::new(()),
+            writers_now: AtomicU64::new(0),
+            writers_max: AtomicU64::new(0),
         })
     }
 
@@ -576,6 +582,7 @@ impl Fs {
             lock_mode: self.opts.lock.name().to_string(),
             small_write_mode: self.opts.small_write.name().to_string(),
             clean_mount: self.clean_mount,
+            max_concurrent_writers: self.writers_max.load(Ordering::Relaxed),
         }
     }
 

@@ -308,4 +308,6 @@ pub struct FsStats {
     pub lock_mode: String,
     pub small_write_mode: String,
     pub clean_mount: bool,
+    /// The most data writes that were inside the engine at the same time.
+    pub max_concurrent_writers: u64,
 }
