@@ -232,12 +232,6 @@ impl IntervalLock {
         drop(t);
         self.cv.notify_all();
     }
-
-    /// Requests held or waiting (tests).
-    #[cfg(test)]
-    pub fn len(&self) -> usize {
-        self.tree.lock().len
-    }
 }
 
 #[cfg(test)]
