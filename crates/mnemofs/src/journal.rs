@@ -77,8 +77,10 @@ impl Journals {
         // Fence: the transaction is active before any word changes in place.
         pm.fence();
         if bugs::on(Bug::JournalRetiredEarly) {
+            // Injected bug: the journal retires before the words it protects change.
             pm.store_u64(base + JOURNAL_ACTIVE_OFF, 0);
             pm.flush(base + JOURNAL_ACTIVE_OFF, 8);
+            // Fence: the (too early) retirement is durable before the words change.
             pm.fence();
         }
         for &(off, new) in words {
