@@ -85,8 +85,10 @@ impl Fs {
 
     fn write_locked(&self, ino: Ino, offset: Option<u64>, data: &[u8]) -> Result<(u64, usize)> {
         let inode = self.get(ino)?;
-        // Appends and size-changing writes need the range up to the end of file; the
-        // `inode` lock mode locks the whole file anyway.
+        // Appends lock to the end of the file (their offset is the size, read under
+        // the lock). A bounded write locks its own pages even when it extends the
+        // file: its size_after is computed under the state lock at commit, so
+        // concurrent extending writes still leave the larger size.
         let _w = match offset {
             Some(off) => inode
                 .data

@@ -21,7 +21,7 @@ use crate::types::LockMode;
 use crossbeam_utils::CachePadded;
 use interval::IntervalLock;
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
-pub(crate) use segment::SegmentLock;
+pub(crate) use segment::{Backoff, SegmentLock};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 pub(crate) enum FileLock {
@@ -77,7 +77,9 @@ fn pages(start: u64, end: u64) -> (u64, u64) {
     let e = if end == u64::MAX {
         u64::MAX
     } else {
-        end.max(start + 1).div_ceil(BLOCK).saturating_mul(BLOCK)
+        end.max(start.saturating_add(1))
+            .div_ceil(BLOCK)
+            .saturating_mul(BLOCK)
     };
     (s, e)
 }
@@ -107,7 +109,9 @@ impl FileLock {
             FileLock::Interval(l) => RangeGuard::Interval(l, l.lock(s, e, write)),
             FileLock::Segment(b) => {
                 let (words, whole) = (&b.0, &b.1);
-                if e == u64::MAX && write {
+                // To the end of the file: the whole file, exclusively (also for a
+                // read, which must not walk 2^32 segments).
+                if e == u64::MAX {
                     whole.lock_write();
                     return RangeGuard::Whole(whole);
                 }
@@ -140,10 +144,11 @@ impl FileLock {
         self.lock(start, end, true)
     }
 
-    /// DRAM bytes of lock words (segment mode; 0 otherwise).
+    /// DRAM bytes of range-lock state beyond the fixed struct (segment mode: the lock
+    /// words and radix nodes plus the per-CPU reader counters; 0 otherwise).
     pub fn lock_bytes(&self) -> usize {
         match self {
-            FileLock::Segment(b) => b.0.bytes(),
+            FileLock::Segment(b) => b.0.bytes() + b.1.bytes(),
             _ => 0,
         }
     }
@@ -180,11 +185,16 @@ impl Default for BigReaderLock {
 }
 
 impl BigReaderLock {
+    fn bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.readers)
+    }
+
     /// Returns the counter slot to release with.
     fn lock_read(&self) -> usize {
+        let mut b = Backoff::default();
         loop {
             while self.writer.load(Ordering::SeqCst) {
-                std::thread::yield_now();
+                b.snooze();
             }
             // SAFETY: sched_getcpu has no preconditions.
             let s = (unsafe { libc::sched_getcpu() }.max(0) as usize) % self.readers.len();
@@ -203,15 +213,17 @@ impl BigReaderLock {
     }
 
     fn lock_write(&self) {
+        let mut b = Backoff::default();
         while self
             .writer
             .compare_exchange_weak(false, true, Ordering::SeqCst, Ordering::Relaxed)
             .is_err()
         {
-            std::thread::yield_now();
+            b.snooze();
         }
+        let mut b = Backoff::default();
         while self.readers.iter().any(|r| r.load(Ordering::SeqCst) != 0) {
-            std::thread::yield_now();
+            b.snooze();
         }
     }
 

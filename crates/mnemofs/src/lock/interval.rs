@@ -215,7 +215,7 @@ impl Default for IntervalLock {
 impl IntervalLock {
     /// Locks `[start, end)` (shared unless `write`); returns the ticket to unlock with.
     pub fn lock(&self, start: u64, end: u64, write: bool) -> u32 {
-        let end = end.max(start + 1);
+        let end = end.max(start.saturating_add(1));
         let mut t = self.tree.lock();
         let (_id, idx, blockers) = t.insert(start, end, write);
         if blockers > 0 {

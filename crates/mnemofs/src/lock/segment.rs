@@ -73,10 +73,11 @@ fn new_chunk() -> Box<Chunk> {
 }
 
 /// Waits politely: spin, then yield, then sleep up to 100 µs.
-struct Backoff(u32);
+#[derive(Default)]
+pub(crate) struct Backoff(u32);
 
 impl Backoff {
-    fn snooze(&mut self) {
+    pub(crate) fn snooze(&mut self) {
         self.0 += 1;
         if self.0 < 64 {
             std::hint::spin_loop();
@@ -92,7 +93,7 @@ impl Backoff {
 impl SegmentLock {
     /// `segment_size` must be a power of two, at least 4096.
     pub fn new(segment_size: u64) -> SegmentLock {
-        let size = segment_size.max(4096).next_power_of_two();
+        let size = segment_size.clamp(4096, 1 << 40).next_power_of_two();
         SegmentLock {
             shift: size.trailing_zeros(),
             root: AtomicPtr::new(std::ptr::null_mut()),
@@ -108,7 +109,7 @@ impl SegmentLock {
     /// Segments covering `[start, end)` (clamped to the table).
     pub fn segments(&self, start: u64, end: u64) -> (u64, u64) {
         let first = (start >> self.shift).min(MAX_SEGMENTS - 1);
-        let last = ((end.max(start + 1) - 1) >> self.shift).min(MAX_SEGMENTS - 1);
+        let last = ((end.max(start.saturating_add(1)) - 1) >> self.shift).min(MAX_SEGMENTS - 1);
         (first, last)
     }
 
