@@ -29,6 +29,30 @@ fn regular(st: &InodeState, special: FsError) -> Result<()> {
     }
 }
 
+/// One Write entry per run of consecutive pages (and, with `blocks`, consecutive
+/// blocks); `blocks == None` unmaps the pages (hole punch: block 0).
+fn push_runs(st: &InodeState, pages: &[u64], blocks: Option<&[u64]>, entries: &mut Vec<Entry>) {
+    let block = |i: usize| blocks.map_or(0, |b| b[i]);
+    let mut i = 0;
+    while i < pages.len() {
+        let mut n = 1;
+        while i + n < pages.len()
+            && pages[i + n] == pages[i] + n as u64
+            && (blocks.is_none() || block(i + n) == block(i) + n as u64)
+        {
+            n += 1;
+        }
+        entries.push(Entry::Write {
+            pgoff: pages[i],
+            block: block(i),
+            npages: n as u32,
+            size_after: st.size,
+            mtime: st.mtime,
+        });
+        i += n;
+    }
+}
+
 impl Fs {
     pub fn read(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let inode = self.get(ino)?;
@@ -296,24 +320,7 @@ impl Fs {
         for &b in &blocks {
             self.pm.write_nt(b * BLOCK, &zero);
         }
-        let mut i = 0;
-        while i < holes.len() {
-            let mut n = 1;
-            while i + n < holes.len()
-                && holes[i + n] == holes[i] + n as u64
-                && blocks[i + n] == blocks[i] + n as u64
-            {
-                n += 1;
-            }
-            entries.push(Entry::Write {
-                pgoff: holes[i],
-                block: blocks[i],
-                npages: n as u32,
-                size_after: st.size,
-                mtime: st.mtime,
-            });
-            i += n;
-        }
+        push_runs(st, &holes, Some(&blocks), entries);
         Ok(())
     }
 
@@ -354,21 +361,7 @@ impl Fs {
                 });
             }
         }
-        let mut i = 0;
-        while i < whole.len() {
-            let mut n = 1;
-            while i + n < whole.len() && whole[i + n] == whole[i] + n as u64 {
-                n += 1;
-            }
-            entries.push(Entry::Write {
-                pgoff: whole[i],
-                block: 0,
-                npages: n as u32,
-                size_after: st.size,
-                mtime: st.mtime,
-            });
-            i += n;
-        }
+        push_runs(st, &whole, None, entries);
         Ok(())
     }
 }
