@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The crash explorer's CI budget: all of seq-1, a seeded sample of seq-2, a seeded
-# random run, and every injected bug (each must be caught: exit status 1).
+# random run, multi-writer runs (segment and interval locks), and every injected bug
+# (each must be caught: exit status 1; bugs of the concurrent append protocol only
+# show with several writers, so a bug seq-1 misses is tried on multi).
 # Env: CRASH_SEQ2_SAMPLE (seq-2 workloads, default 24), CRASH_RANDOM_STATES
-#      (default 20000).
+#      (default 20000), CRASH_MULTI_STATES (default 20000).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -12,11 +14,18 @@ run() { echo "--- mnemofs $*"; "$MNEMOFS" "$@"; }
 run crashtest --workload seq1
 run crashtest --workload seq2 --sample "${CRASH_SEQ2_SAMPLE:-24}" --seed 1
 run crashtest --workload random --seed 1 --max-states "${CRASH_RANDOM_STATES:-20000}"
+run crashtest --workload multi --seed 1 --lock segment --max-states "${CRASH_MULTI_STATES:-20000}"
+run crashtest --workload multi --seed 2 --lock interval --max-states "$(( ${CRASH_MULTI_STATES:-20000} / 4 ))"
 
 missed=()
 for bug in $("$MNEMOFS" crashtest --list-bugs | awk '{ print $1 }'); do
   rc=0
   out=$("$MNEMOFS" crashtest --workload seq1 --inject-bug "$bug" --max-violations 1) || rc=$?
+  if ((rc == 0)); then
+    rc=0
+    out=$("$MNEMOFS" crashtest --workload multi --inject-bug "$bug" --max-violations 1 \
+      --max-states 30000 --no-recovery-crashes) || rc=$?
+  fi
   if ((rc == 1)); then
     echo "caught $bug: $(grep -m1 'what:' <<<"$out" | sed 's/^ *what: *//' | cut -c1-120)"
   else

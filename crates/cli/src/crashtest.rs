@@ -8,7 +8,8 @@ use std::io::IsTerminal;
 
 #[derive(Args, Debug)]
 pub struct CrashtestArgs {
-    /// Workloads: seq1 (each single operation), seq2 (all ordered pairs), random
+    /// Workloads: seq1 (each single operation), seq2 (all ordered pairs), random,
+    /// multi (2-4 threads writing one shared file, scheduled interleavings)
     #[arg(long, value_name = "W", default_value = "seq1")]
     pub workload: String,
     /// Seed of random workloads, samples and random crash-state choices
@@ -20,7 +21,7 @@ pub struct CrashtestArgs {
     /// Run a seeded random sample of N workloads
     #[arg(long, value_name = "N")]
     pub sample: Option<usize>,
-    /// Number of random workloads to generate (with --workload random)
+    /// Number of random workloads to generate (with --workload random or multi)
     #[arg(long, value_name = "N", default_value_t = 200)]
     pub random_workloads: usize,
     /// Run only workload number I (as a violation report names it)
@@ -38,9 +39,10 @@ pub struct CrashtestArgs {
     /// Exploring threads (0 = one per CPU)
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub threads: usize,
-    /// Lock mode of the traced runs (inode, interval, segment)
-    #[arg(long, value_name = "L", default_value = "inode")]
-    pub lock: String,
+    /// Lock mode of the traced runs (inode, interval, segment) [default: inode; segment
+    /// with --workload multi]
+    #[arg(long, value_name = "L")]
+    pub lock: Option<String>,
     /// Do not also crash inside recovery
     #[arg(long)]
     pub no_recovery_crashes: bool,
@@ -64,9 +66,10 @@ pub fn run(a: &CrashtestArgs) -> CliResult<i32> {
         "seq1" => Kind::Seq1,
         "seq2" => Kind::Seq2,
         "random" => Kind::Random,
+        "multi" => Kind::Multi,
         w => {
             return Err(usage(format!(
-                "unknown workload '{w}' (valid: seq1, seq2, random)"
+                "unknown workload '{w}' (valid: seq1, seq2, random, multi)"
             )))
         }
     };
@@ -86,22 +89,30 @@ pub fn run(a: &CrashtestArgs) -> CliResult<i32> {
     cfg.bug = bug;
     cfg.recovery_crashes = !a.no_recovery_crashes;
     cfg.max_violations = a.max_violations;
+    let lock = a.lock.as_deref().unwrap_or(if kind == Kind::Multi {
+        "segment"
+    } else {
+        "inode"
+    });
     cfg.lock = mnemofs::LockMode::ALL
         .iter()
-        .find(|x| x.0 == a.lock)
+        .find(|x| x.0 == lock)
         .map(|x| x.1)
         .ok_or_else(|| {
             let names: Vec<&str> = mnemofs::LockMode::ALL.iter().map(|x| x.0).collect();
             usage(format!(
-                "unknown lock mode '{}' (valid: {})",
-                a.lock,
+                "unknown lock mode '{lock}' (valid: {})",
                 names.join(", ")
             ))
         })?;
     if a.threads > 0 {
         cfg.threads = a.threads;
     }
-    let total = crashtest::workloads(&cfg).len();
+    if kind == Kind::Multi && a.random_workloads == 200 {
+        // The default count is for `random`; multi workloads are larger.
+        cfg.random_workloads = crashtest::DEFAULT_MULTI_WORKLOADS;
+    }
+    let total = crashtest::workload_count(&cfg);
     if total == 0 {
         return Err(usage("no workload selected (check --only)".into()));
     }

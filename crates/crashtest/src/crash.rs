@@ -7,8 +7,13 @@
 //! written back whole, with whatever it held at that moment). Stores are split at line
 //! boundaries, so a multi-line write can tear at any line; aligned 8-byte and 16-byte
 //! atomic stores never cross a line, so they never tear.
+//!
+//! Fences are per thread (traces say which thread issued each event): a fence
+//! guarantees the stores whose line *that thread* flushed (or that it stored
+//! non-temporally). A flush covers every earlier store to its line, whoever made it;
+//! a store another thread flushed is not guaranteed by this thread's fence.
 
-use pm::{Event, StoreKind};
+use pm::{Event, Marker, StoreKind};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
@@ -19,8 +24,9 @@ const LINE: u64 = 64;
 struct Pend {
     off: u64,
     data: Vec<u8>,
-    /// Flushed after the store (cached) or non-temporal: durable at the next fence.
-    flushed: bool,
+    /// Threads (bit per thread slot) that flushed the line after the store, or
+    /// stored it non-temporally: the next fence of any of them guarantees it.
+    flushed: u64,
 }
 
 /// The persistent state seen so far.
@@ -28,6 +34,10 @@ pub struct Tracker {
     durable: Vec<u8>,
     /// Stores not yet guaranteed, per cache line, in program order.
     pending: BTreeMap<u64, Vec<Pend>>,
+    /// Thread slots by trace thread id (at most 64 threads).
+    threads: Vec<u64>,
+    /// Bit of the thread whose events come now.
+    cur: u64,
 }
 
 /// The in-flight stores at a crash point, per line.
@@ -40,13 +50,30 @@ impl Tracker {
         Tracker {
             durable: image,
             pending: BTreeMap::new(),
+            threads: Vec::new(),
+            cur: 1,
         }
+    }
+
+    fn switch_to(&mut self, tid: u64) {
+        let slot = match self.threads.iter().position(|&t| t == tid) {
+            Some(i) => i,
+            None => {
+                self.threads.push(tid);
+                self.threads.len() - 1
+            }
+        };
+        self.cur = 1u64 << (slot % 64);
     }
 
     pub fn apply(&mut self, e: &Event) {
         match e {
             Event::Store { off, data, kind } => {
-                let nt = *kind == StoreKind::NonTemporal;
+                let nt = if *kind == StoreKind::NonTemporal {
+                    self.cur
+                } else {
+                    0
+                };
                 let mut o = *off;
                 let mut rest = &data[..];
                 while !rest.is_empty() {
@@ -64,16 +91,17 @@ impl Tracker {
             Event::Flush { line } => {
                 if let Some(v) = self.pending.get_mut(line) {
                     for p in v.iter_mut() {
-                        p.flushed = true;
+                        p.flushed |= self.cur;
                     }
                 }
             }
             Event::Fence => {
                 let durable = &mut self.durable;
+                let me = self.cur;
                 self.pending.retain(|_, v| {
-                    // The flushed stores form a prefix (a flush covers every earlier
-                    // store to its line); they are now guaranteed.
-                    let k = v.iter().take_while(|p| p.flushed).count();
+                    // The stores this thread flushed form a prefix (a flush covers
+                    // every earlier store to its line); they are now guaranteed.
+                    let k = v.iter().take_while(|p| p.flushed & me != 0).count();
                     for p in v.drain(..k) {
                         durable[p.off as usize..p.off as usize + p.data.len()]
                             .copy_from_slice(&p.data);
@@ -83,6 +111,7 @@ impl Tracker {
                     !v.is_empty()
                 });
             }
+            Event::Marker(Marker::Thread(t)) => self.switch_to(*t),
             Event::Marker(_) => {}
         }
     }
@@ -127,6 +156,13 @@ impl InFlight {
     /// product stays small); otherwise none, all, every set of at most two whole
     /// lines, every all-but-one, and `random` random prefix choices.
     pub fn choices(&self, seed: u64, random: usize) -> Vec<Vec<usize>> {
+        self.choices_with(seed, random, usize::MAX)
+    }
+
+    /// Like [`choices`](Self::choices), but sets of two lines only while at most
+    /// `pair_lines` lines are in flight (otherwise single lines): bounds the states
+    /// of crash points with whole data pages in flight.
+    pub fn choices_with(&self, seed: u64, random: usize, pair_lines: usize) -> Vec<Vec<usize>> {
         let n = self.lines.len();
         let full: Vec<usize> = self.lines.iter().map(|l| l.len()).collect();
         let product: u128 = full.iter().map(|&k| k as u128 + 1).product();
@@ -150,7 +186,7 @@ impl InFlight {
             let mut c = vec![0; n];
             c[i] = full[i];
             out.push(c);
-            for j in i + 1..n {
+            for j in (i + 1..n).filter(|_| n <= pair_lines) {
                 let mut c = vec![0; n];
                 c[i] = full[i];
                 c[j] = full[j];
@@ -213,6 +249,31 @@ mod tests {
         t.apply(&store(128, &[3; 64], StoreKind::NonTemporal));
         t.apply(&Event::Fence);
         assert_eq!(&t.durable()[128..192], &[3; 64]);
+    }
+
+    #[test]
+    fn a_fence_orders_only_its_own_threads_flushes() {
+        let mut t = Tracker::new(vec![0; 256]);
+        t.apply(&Event::Marker(Marker::Thread(7)));
+        t.apply(&store(0, &[1; 8], StoreKind::Cached));
+        t.apply(&Event::Flush { line: 0 });
+        t.apply(&store(64, &[4; 64], StoreKind::NonTemporal));
+        t.apply(&Event::Marker(Marker::Thread(9)));
+        t.apply(&store(128, &[2; 8], StoreKind::Cached));
+        t.apply(&Event::Flush { line: 128 });
+        t.apply(&Event::Fence);
+        // Thread 9's fence guarantees its own flush, not thread 7's.
+        assert_eq!(&t.durable()[128..136], &[2; 8]);
+        assert_eq!(&t.durable()[0..8], &[0; 8]);
+        assert_eq!(&t.durable()[64..72], &[0; 8]);
+        // A flush by thread 9 of thread 7's line covers thread 7's store.
+        t.apply(&Event::Flush { line: 0 });
+        t.apply(&Event::Fence);
+        assert_eq!(&t.durable()[0..8], &[1; 8]);
+        assert_eq!(&t.durable()[64..72], &[0; 8]);
+        t.apply(&Event::Marker(Marker::Thread(7)));
+        t.apply(&Event::Fence);
+        assert_eq!(&t.durable()[64..72], &[4; 8]);
     }
 
     #[test]

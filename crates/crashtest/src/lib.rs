@@ -13,6 +13,7 @@
 
 pub mod crash;
 pub mod model;
+pub mod multi;
 pub mod workload;
 
 use crash::Tracker;
@@ -30,6 +31,11 @@ use workload::{apply_fs, dump_fs, Op};
 
 /// Size of the in-memory images.
 pub const IMAGE_SIZE: u64 = 768 << 10;
+/// Multi-writer workloads generated unless asked otherwise.
+pub const DEFAULT_MULTI_WORKLOADS: usize = 60;
+/// Multi-writer crash points with more lines than this in flight (several threads'
+/// data pages) explore single lines, not every pair.
+const MULTI_PAIR_LINES: usize = 24;
 /// Random crash-state choices per crash point when too many lines are in flight.
 const RANDOM_CHOICES: usize = 24;
 
@@ -39,6 +45,8 @@ pub enum Kind {
     Seq1,
     Seq2,
     Random,
+    /// 2–4 threads writing one shared file (`multi` module).
+    Multi,
 }
 
 impl Kind {
@@ -47,6 +55,7 @@ impl Kind {
             Kind::Seq1 => "seq1",
             Kind::Seq2 => "seq2",
             Kind::Random => "random",
+            Kind::Multi => "multi",
         }
     }
 }
@@ -62,7 +71,7 @@ pub struct Config {
     pub only: Option<usize>,
     /// Run a seeded random sample of this many workloads.
     pub sample: Option<usize>,
-    /// Number of random workloads to generate (`Kind::Random`).
+    /// Number of random workloads to generate (`Kind::Random`, `Kind::Multi`).
     pub random_workloads: usize,
     pub bug: Option<Bug>,
     /// Check crashes inside recovery too.
@@ -130,6 +139,7 @@ pub fn workloads(cfg: &Config) -> Vec<(usize, Vec<Op>)> {
         Kind::Seq1 => workload::seq1(),
         Kind::Seq2 => workload::seq2(),
         Kind::Random => workload::random(cfg.seed, cfg.random_workloads),
+        Kind::Multi => Vec::new(),
     };
     let mut v: Vec<(usize, Vec<Op>)> = all.into_iter().enumerate().collect();
     if let Some(i) = cfg.only {
@@ -143,6 +153,20 @@ pub fn workloads(cfg: &Config) -> Vec<(usize, Vec<Op>)> {
         v.sort_by_key(|(k, _)| *k);
     }
     v
+}
+
+/// How many workloads `cfg` selects (either kind).
+pub fn workload_count(cfg: &Config) -> usize {
+    if cfg.kind == Kind::Multi {
+        let all = multi::workloads(cfg.seed, cfg.random_workloads)
+            .into_iter()
+            .enumerate()
+            .map(|(i, w)| Item::Multi(i, w))
+            .collect();
+        select(cfg, all).len()
+    } else {
+        workloads(cfg).len()
+    }
 }
 
 fn mount_opts() -> MountOptions {
@@ -284,7 +308,21 @@ impl Shared {
 fn run_inner(cfg: &Config, progress: &mut dyn FnMut(&Report)) -> Result<Report, String> {
     let t0 = Instant::now();
     let base = base_image()?;
-    let wls = workloads(cfg);
+    let wls: Vec<Item> = if cfg.kind == Kind::Multi {
+        select(
+            cfg,
+            multi::workloads(cfg.seed, cfg.random_workloads)
+                .into_iter()
+                .enumerate()
+                .map(|(i, w)| Item::Multi(i, w))
+                .collect(),
+        )
+    } else {
+        workloads(cfg)
+            .into_iter()
+            .map(|(i, ops)| Item::Seq(i, ops))
+            .collect()
+    };
     let mut rep = Report {
         workload: cfg.kind.name().into(),
         workloads: wls.len(),
@@ -312,9 +350,11 @@ fn run_inner(cfg: &Config, progress: &mut dyn FnMut(&Report)) -> Result<Report, 
                 if i >= wls.len() || shared.stop(cfg) {
                     break;
                 }
-                let (idx, ops) = &wls[i];
                 let mut r = Report::default();
-                explore_workload(cfg, base, *idx, ops, shared, &mut r);
+                match &wls[i] {
+                    Item::Seq(idx, ops) => explore_workload(cfg, base, *idx, ops, shared, &mut r),
+                    Item::Multi(idx, w) => explore_multi(cfg, base, *idx, w, shared, &mut r),
+                }
                 if tx.send(r).is_err() {
                     break;
                 }
@@ -340,13 +380,40 @@ fn run_inner(cfg: &Config, progress: &mut dyn FnMut(&Report)) -> Result<Report, 
     Ok(rep)
 }
 
+/// A workload of either kind.
+enum Item {
+    Seq(usize, Vec<Op>),
+    Multi(usize, multi::Workload),
+}
+
+/// `--only` / `--sample` applied to indexed items.
+fn select(cfg: &Config, mut v: Vec<Item>) -> Vec<Item> {
+    let idx = |it: &Item| match it {
+        Item::Seq(i, _) | Item::Multi(i, _) => *i,
+    };
+    if let Some(i) = cfg.only {
+        v.retain(|it| idx(it) == i);
+    } else if let Some(n) = cfg.sample {
+        use rand::seq::SliceRandom;
+        use rand::SeedableRng;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(cfg.seed);
+        v.shuffle(&mut rng);
+        v.truncate(n);
+        v.sort_by_key(idx);
+    }
+    v
+}
+
 fn reproduce(cfg: &Config, idx: usize) -> String {
     let mut s = format!(
         "mnemofs crashtest --workload {} --only {idx}",
         cfg.kind.name()
     );
-    if cfg.kind == Kind::Random {
+    if matches!(cfg.kind, Kind::Random | Kind::Multi) {
         s += &format!(" --seed {}", cfg.seed);
+    }
+    if cfg.kind == Kind::Multi || cfg.lock != mnemofs::LockMode::Inode {
+        s += &format!(" --lock {}", cfg.lock.name());
     }
     if let Some(b) = &cfg.bug {
         if let Some(x) = mnemofs::bugs::ALL.iter().find(|x| x.1 == *b) {
@@ -559,6 +626,43 @@ fn explore_workload(
     }
 }
 
+/// A crash at each fence of recovery (of `img`, traced as `events`) must recover to
+/// the same tree `got`.
+fn recovery_crashes(
+    cfg: &Config,
+    img: &[u8],
+    events: &[Event],
+    got: &[String],
+    rep: &mut Report,
+) -> Result<(), String> {
+    if !cfg.recovery_crashes {
+        return Ok(());
+    }
+    let mut t = Tracker::new(img.to_vec());
+    let mut local = HashSet::new();
+    for e in events {
+        t.apply(e);
+        if *e != Event::Fence {
+            continue;
+        }
+        for img2 in [t.durable().to_vec(), t.everything()] {
+            if !local.insert(image_hash(&img2)) {
+                continue;
+            }
+            rep.recovery_crash_states += 1;
+            let (_fs2, got2, _) =
+                recover(&img2, false).map_err(|e| format!("crash during recovery, then: {e}"))?;
+            if got2 != got {
+                return Err(format!(
+                    "a crash during recovery changes the outcome: {}",
+                    diff(&got2, got)
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// All checks on one crash image.
 fn check_state(
     cfg: &Config,
@@ -605,30 +709,263 @@ fn check_state(
         }
         return Err(what);
     }
-    // A crash at each fence of recovery must recover to the same tree.
-    if cfg.recovery_crashes {
-        let mut t = Tracker::new(img.to_vec());
-        let mut local = HashSet::new();
-        for e in &events {
-            t.apply(e);
-            if *e != Event::Fence {
-                continue;
-            }
-            for img2 in [t.durable().to_vec(), t.everything()] {
-                if !local.insert(image_hash(&img2)) {
-                    continue;
-                }
-                rep.recovery_crash_states += 1;
-                let (_fs2, got2, _) = recover(&img2, false)
-                    .map_err(|e| format!("crash during recovery, then: {e}"))?;
-                if got2 != got {
-                    return Err(format!(
-                        "a crash during recovery changes the outcome: {}",
-                        diff(&got2, &got)
-                    ));
-                }
+    recovery_crashes(cfg, img, &events, &got, rep)?;
+    usable(&fs)
+}
+
+/// Explores one multi-writer workload: a scheduled concurrent run, then a crash at
+/// every fence and every return, checked against every combination of the threads'
+/// operations in flight.
+fn explore_multi(
+    cfg: &Config,
+    base: &[u8],
+    idx: usize,
+    w: &multi::Workload,
+    shared: &Shared,
+    rep: &mut Report,
+) {
+    let names = w.describe();
+    let mut found = 0usize;
+    let mut violate = |rep: &mut Report, point: String, what: String| -> usize {
+        rep.violations += 1;
+        shared.violations.fetch_add(1, Ordering::Relaxed);
+        if found < MAX_PER_WORKLOAD {
+            rep.details.push(Violation {
+                workload: idx,
+                ops: names.clone(),
+                crash_point: point,
+                what,
+                reproduce: reproduce(cfg, idx),
+            });
+        }
+        found += 1;
+        found
+    };
+    // 1. The traced, scheduled run.
+    let mut pm = match Pm::anonymous(base.len() as u64) {
+        Ok(p) => p,
+        Err(e) => {
+            violate(rep, "setup".into(), e.to_string());
+            return;
+        }
+    };
+    pm.load_image(base);
+    let rec = Arc::new(RecordingTracer::new());
+    pm.set_tracer(Some(rec.clone()));
+    let opts = MountOptions {
+        lock: cfg.lock,
+        ..mount_opts()
+    };
+    let fs = match guarded(|| Fs::from_pm(pm, &opts)) {
+        Ok(Ok(fs)) => fs,
+        Ok(Err(e)) => {
+            violate(rep, "mount".into(), e.to_string());
+            return;
+        }
+        Err(p) => {
+            violate(rep, "mount".into(), format!("panicked: {p}"));
+            return;
+        }
+    };
+    let setup = multi::setup(&fs, w.fragment);
+    let mut model0 = Model::default();
+    for op in &setup {
+        let got = guarded(|| apply_fs(&fs, op));
+        let want = model0.apply(op);
+        if got.as_ref().ok() != Some(&want) {
+            violate(
+                rep,
+                format!("setup {op}"),
+                format!("engine returned {got:?}, the oracle {want:?}"),
+            );
+            return;
+        }
+    }
+    fs.pm().marker(Marker::OpBegin("threads".into()));
+    let marker = |t: usize, k: usize, begin: bool| {
+        let m = format!("{t}:{k}");
+        fs.pm().marker(if begin {
+            Marker::OpBegin(m)
+        } else {
+            Marker::OpEnd(m)
+        });
+    };
+    let results = match multi::run_threads(&fs, w, &marker) {
+        Ok(r) => r,
+        Err(e) => {
+            violate(rep, "concurrent run".into(), e);
+            return;
+        }
+    };
+    for (t, rs) in results.iter().enumerate() {
+        for (k, r) in rs.iter().enumerate() {
+            if *r != Ok(()) {
+                violate(
+                    rep,
+                    format!("t{t}: {}", w.threads[t][k]),
+                    format!("engine returned {r:?}, the oracle Ok(())"),
+                );
+                return;
             }
         }
     }
-    usable(&fs)
+    let n = w.threads.len();
+    // The oracle for `done[t]` returned operations per thread plus the in-flight
+    // operations of the threads in `mask`.
+    let expect = |done: &[usize], mask: u32| -> Vec<String> {
+        let mut m = model0.clone();
+        for (t, (ops, &d)) in w.threads.iter().zip(done).enumerate() {
+            let upto = d + usize::from(mask & (1 << t) != 0);
+            for op in &ops[..upto.min(ops.len())] {
+                let _ = m.apply(op);
+            }
+        }
+        m.dump()
+    };
+    let all: Vec<usize> = w.threads.iter().map(|v| v.len()).collect();
+    match guarded(|| dump_fs(&fs)) {
+        Ok(Ok(d)) if d == expect(&all, 0) => {}
+        Ok(Ok(d)) => {
+            violate(
+                rep,
+                "after the run (no crash)".into(),
+                diff(&d, &expect(&all, 0)),
+            );
+            return;
+        }
+        Ok(Err(e)) => {
+            violate(rep, "after the run (no crash)".into(), e);
+            return;
+        }
+        Err(p) => {
+            violate(
+                rep,
+                "after the run (no crash)".into(),
+                format!("panicked: {p}"),
+            );
+            return;
+        }
+    }
+    let events = rec.take();
+    drop(fs);
+
+    // 2. Replay; crash at every fence while an operation is in flight, and at every
+    // return.
+    let mut tracker = Tracker::new(base.to_vec());
+    let mut scratch = Vec::with_capacity(base.len());
+    let mut started = false;
+    let mut done = vec![0usize; n];
+    let mut inflight = vec![false; n];
+    let mut cache: std::collections::HashMap<(Vec<usize>, u32), Vec<String>> = Default::default();
+    let parse = |s: &str| -> Option<usize> { s.split(':').next()?.parse().ok() };
+    for e in &events {
+        if *e != Event::Fence {
+            tracker.apply(e);
+        }
+        let point = match e {
+            Event::Marker(Marker::OpBegin(s)) if s == "threads" => {
+                started = true;
+                continue;
+            }
+            Event::Marker(Marker::OpBegin(s)) if started => {
+                if let Some(t) = parse(s) {
+                    inflight[t] = true;
+                }
+                continue;
+            }
+            Event::Marker(Marker::OpEnd(s)) if started => match parse(s) {
+                Some(t) if inflight[t] => {
+                    inflight[t] = false;
+                    done[t] += 1;
+                    format!("t{t}: {} returned", w.threads[t][done[t] - 1])
+                }
+                _ => continue,
+            },
+            Event::Fence if started && inflight.iter().any(|&b| b) => {
+                let ts: Vec<String> = (0..n)
+                    .filter(|&t| inflight[t])
+                    .map(|t| format!("t{t}: {}", w.threads[t][done[t]]))
+                    .collect();
+                format!("fence inside [{}]", ts.join(", "))
+            }
+            Event::Fence => {
+                tracker.apply(e);
+                continue;
+            }
+            _ => continue,
+        };
+        if shared.stop(cfg) {
+            return;
+        }
+        rep.crash_points += 1;
+        let flying: Vec<usize> = (0..n).filter(|&t| inflight[t]).collect();
+        let mut candidates = Vec::new();
+        for sub in 0u32..(1 << flying.len()) {
+            let mut mask = 0u32;
+            for (i, &t) in flying.iter().enumerate() {
+                if sub & (1 << i) != 0 {
+                    mask |= 1 << t;
+                }
+            }
+            let key = (done.clone(), mask);
+            let d = cache
+                .entry(key)
+                .or_insert_with(|| expect(&done, mask))
+                .clone();
+            candidates.push(d);
+        }
+        let infl = tracker.in_flight();
+        let choices = infl.choices_with(
+            cfg.seed ^ ((idx as u64) << 32) ^ rep.crash_points,
+            RANDOM_CHOICES,
+            MULTI_PAIR_LINES,
+        );
+        for choice in choices {
+            rep.states_explored += 1;
+            shared.explored.fetch_add(1, Ordering::Relaxed);
+            infl.build_into(tracker.durable(), &choice, &mut scratch);
+            let img = &scratch;
+            let fresh = match shared.seen.lock() {
+                Ok(mut g) => g.insert(image_hash(img)),
+                Err(p) => p.into_inner().insert(image_hash(img)),
+            };
+            if !fresh {
+                continue;
+            }
+            rep.unique_states += 1;
+            let checked = (|| -> Result<(), String> {
+                fsck(img)?;
+                let (fs, got, revents) = recover(img, cfg.recovery_crashes)?;
+                if !candidates.contains(&got) {
+                    return Err(format!(
+                        "not a combination of the returned writes and all-or-nothing writes in flight: vs all returned only {}",
+                        diff(&got, &candidates[0])
+                    ));
+                }
+                recovery_crashes(cfg, img, &revents, &got, rep)?;
+                usable(&fs)
+            })();
+            if let Err(what) = checked {
+                let persisted: Vec<String> = choice.iter().map(|c| c.to_string()).collect();
+                let k = violate(
+                    rep,
+                    format!(
+                        "{point} (in-flight lines: {}, stores persisted per line: [{}])",
+                        infl.lines(),
+                        persisted.join(",")
+                    ),
+                    what,
+                );
+                if k >= MAX_PER_WORKLOAD {
+                    return;
+                }
+            }
+            if shared.stop(cfg) {
+                return;
+            }
+        }
+        if *e == Event::Fence {
+            tracker.apply(e);
+        }
+    }
 }

@@ -1,33 +1,39 @@
-//! Scenario: every injected bug is caught. Each bug is run on the seq-1 workload
-//! where the full run first reports it (bugs are process-wide, so one test runs them
-//! one after another).
+//! Scenario: every injected bug is caught. Each bug is run on the seq-1 (or, for the
+//! concurrent append protocol, multi-writer) workload where the full run first
+//! reports it (bugs are process-wide, so one test runs them one after another).
 
 use crashtest::{Config, Kind};
 
 #[test]
 fn every_injected_bug_is_caught() {
     let cases = [
-        ("data-not-persisted", 0),
-        ("no-fence-before-tail", 3),
-        ("no-fence-after-tail", 0),
-        ("journal-records-unfenced", 0),
-        ("journal-retired-early", 0),
-        ("rename-dentry-in-place", 17),
-        ("link-count-in-place", 15),
-        ("replay-uncommitted", 0),
-        ("free-list-before-rollback", 0),
-        ("inode-valid-in-place", 0),
-        ("free-before-commit", 15),
-        ("truncate-keeps-tail", 11),
+        ("data-not-persisted", Kind::Seq1, 0),
+        ("no-fence-before-tail", Kind::Seq1, 3),
+        ("no-fence-after-tail", Kind::Seq1, 0),
+        ("journal-records-unfenced", Kind::Seq1, 0),
+        ("journal-retired-early", Kind::Seq1, 0),
+        ("rename-dentry-in-place", Kind::Seq1, 17),
+        ("link-count-in-place", Kind::Seq1, 15),
+        ("replay-uncommitted", Kind::Seq1, 0),
+        ("free-list-before-rollback", Kind::Seq1, 0),
+        ("inode-valid-in-place", Kind::Seq1, 0),
+        ("free-before-commit", Kind::Seq1, 15),
+        ("truncate-keeps-tail", Kind::Seq1, 11),
+        ("tail-not-max", Kind::Multi, 1),
     ];
     assert_eq!(
         cases.len(),
         mnemofs::bugs::ALL.len(),
         "a bug without a case"
     );
-    for (name, only) in cases {
+    for (name, kind, only) in cases {
         let bug = mnemofs::bugs::by_name(name).unwrap();
-        let mut cfg = Config::new(Kind::Seq1);
+        let mut cfg = Config::new(kind);
+        if kind == Kind::Multi {
+            cfg.lock = mnemofs::LockMode::Segment;
+            cfg.random_workloads = crashtest::DEFAULT_MULTI_WORKLOADS;
+            cfg.recovery_crashes = false;
+        }
         cfg.only = Some(only);
         cfg.bug = Some(bug);
         cfg.max_violations = Some(1);

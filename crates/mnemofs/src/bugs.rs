@@ -21,6 +21,7 @@ pub enum Bug {
     InodeValidInPlace,
     FreeBeforeCommit,
     TruncateKeepsTail,
+    TailNotMax,
 }
 
 /// Name, bug and what it does.
@@ -84,6 +85,11 @@ pub const ALL: &[(&str, Bug, &str)] = &[
         "truncate-keeps-tail",
         Bug::TruncateKeepsTail,
         "truncate leaves stale bytes past the new size in the last page",
+    ),
+    (
+        "tail-not-max",
+        Bug::TailNotMax,
+        "a concurrent writer that finishes last stores its own tail even when a later entry's tail is already stored (pNOVA Fig. 3)",
     ),
 ];
 

@@ -3,12 +3,18 @@
 //! fresh pages maps them; the old pages are freed after the entry commits.
 //!
 //! Persistence order per write (DESIGN.md §3): new data pages (non-temporal stores)
-//! → log entries → fence → tail → fence → DRAM index → old pages freed.
+//! → log entries → fence → tail → fence → DRAM index → old pages freed. In the
+//! `interval` and `segment` lock modes the entries follow the concurrent append
+//! protocol of the `log` module (reserve, write, fence, mark, tail = max, fence).
 
+use crate::bugs::{self, Bug};
 use crate::error::{FsError, Result};
-use crate::format::{Entry, BLOCK};
+use crate::format::{Entry, BLOCK, INO_TAIL_OFF};
 use crate::fs::{Fs, MAX_FILE_SIZE};
-use crate::inode::InodeState;
+use crate::inode::{Inode, InodeState};
+use crate::interleave::{self, Point};
+use crate::log;
+use crate::space::Run;
 use crate::types::*;
 use std::sync::atomic::Ordering;
 
@@ -100,11 +106,7 @@ impl Fs {
     }
 
     fn write_at(&self, ino: Ino, offset: Option<u64>, data: &[u8]) -> Result<(u64, usize)> {
-        let now = self.writers_now.fetch_add(1, Ordering::AcqRel) + 1;
-        self.writers_max.fetch_max(now, Ordering::AcqRel);
-        let r = self.write_locked(ino, offset, data);
-        self.writers_now.fetch_sub(1, Ordering::AcqRel);
-        r
+        self.write_locked(ino, offset, data)
     }
 
     fn write_locked(&self, ino: Ino, offset: Option<u64>, data: &[u8]) -> Result<(u64, usize)> {
@@ -164,16 +166,28 @@ impl Fs {
                 pg += 1;
             }
         }
-        let now = Timespec::now();
-        let mut st = inode.state.lock();
-        if st.dead {
-            self.space.free_runs(&runs);
-            return Err(FsError::NotFound);
+        if self.opts.lock == LockMode::Inode {
+            self.commit_write_locked(&inode, first, end, &runs)?;
+        } else {
+            self.commit_write_concurrent(&inode, first, end, &runs)?;
         }
-        let size_after = st.size.max(end);
+        Ok((off, data.len()))
+    }
+
+    /// Records how many data writes of one file are between reserving their log slots
+    /// and completing (the stats' `max_concurrent_writers`). Reads first, so the
+    /// shared line is written only when the maximum grows.
+    fn note_writers(&self, n: u64) {
+        if n > self.writers_max.load(Ordering::Relaxed) {
+            self.writers_max.fetch_max(n, Ordering::Relaxed);
+        }
+    }
+
+    /// The Write entries mapping `runs` from page `first` on.
+    fn write_entries(first: u64, runs: &[Run], size_after: u64, now: Timespec) -> Vec<Entry> {
         let mut entries = Vec::with_capacity(runs.len());
         let mut pg = first;
-        for &(start, len) in &runs {
+        for &(start, len) in runs {
             entries.push(Entry::Write {
                 pgoff: pg,
                 block: start,
@@ -183,11 +197,94 @@ impl Fs {
             });
             pg += len;
         }
+        entries
+    }
+
+    /// Commits a data write under the state lock (the `inode` lock mode: one writer
+    /// per file, NOVA's protocol).
+    fn commit_write_locked(&self, inode: &Inode, first: u64, end: u64, runs: &[Run]) -> Result<()> {
+        let now = Timespec::now();
+        let mut st = inode.state.lock();
+        if st.dead {
+            self.space.free_runs(runs);
+            return Err(FsError::NotFound);
+        }
+        let entries = Self::write_entries(first, runs, st.size.max(end), now);
+        self.note_writers(1);
         if let Err(e) = self.commit(&mut [(&mut *st, entries)], &[]) {
-            self.space.free_runs(&runs);
+            self.space.free_runs(runs);
             return Err(e);
         }
-        Ok((off, data.len()))
+        Ok(())
+    }
+
+    /// Commits a data write with the concurrent append protocol (`log` module): the
+    /// state lock is held only to reserve slots and to apply; entries are written,
+    /// fenced and marked outside it, so writers of disjoint ranges overlap.
+    fn commit_write_concurrent(
+        &self,
+        inode: &Inode,
+        first: u64,
+        end: u64,
+        runs: &[Run],
+    ) -> Result<()> {
+        interleave::point(Point::DataWritten);
+        let ioff = self.geo.inode_off(inode.ino);
+        let (r, entries) = {
+            let mut st = inode.state.lock();
+            if st.dead {
+                self.space.free_runs(runs);
+                return Err(FsError::NotFound);
+            }
+            // Taken under the lock, so times grow in log order.
+            let now = Timespec::now();
+            let entries = Self::write_entries(first, runs, st.size.max(end), now);
+            let owner = st.ino;
+            match st.log.reserve(&self.pm, &self.space, owner, &entries) {
+                Ok(r) => {
+                    self.note_writers(st.log.inflight as u64);
+                    (r, entries)
+                }
+                Err(e) => {
+                    drop(st);
+                    self.space.free_runs(runs);
+                    return Err(e);
+                }
+            }
+        };
+        interleave::point(Point::Reserved);
+        let word = log::write_reserved(&self.pm, &r, &entries);
+        // Fence: the data pages (non-temporal stores) and the entry bodies are durable
+        // before the commit mark that makes them part of the file.
+        if !bugs::on(Bug::NoFenceBeforeTail) {
+            self.pm.fence();
+        }
+        log::mark_reserved(&self.pm, &r, word);
+        interleave::point(Point::Marked);
+        let mut freed: Vec<Run> = Vec::new();
+        let gc_due = {
+            let mut st = inode.state.lock();
+            for (e, &off) in entries.iter().zip(&r.offsets) {
+                freed.extend(st.apply(off, e));
+            }
+            if !st.log.complete(&self.pm, ioff, &r) {
+                // A later writer stored a tail past our slots; it may not have fenced
+                // yet, so we write the line back ourselves before our fence.
+                self.pm.flush(ioff + INO_TAIL_OFF, 8);
+            }
+            st.log.gc_hint || st.log.wants_compaction()
+        };
+        // Fence: the commit mark and a tail covering it are durable before the write
+        // returns, and before the blocks it superseded can be reused.
+        if !bugs::on(Bug::NoFenceAfterTail) {
+            self.pm.fence();
+        }
+        self.space.free_runs(&freed);
+        if gc_due {
+            let mut st = inode.state.lock();
+            self.gc(&mut st);
+        }
+        Ok(())
     }
 
     /// Stores a fresh data page with non-temporal stores: durable at the commit's

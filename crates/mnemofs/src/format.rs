@@ -9,7 +9,7 @@ use crate::types::{FileKind, Timespec};
 /// Block (page) size.
 pub const BLOCK: u64 = 4096;
 /// Format version written by this build.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Superblock magic.
 pub const MAGIC: [u8; 8] = *b"MNEMOFS\0";
 
@@ -271,6 +271,8 @@ pub const LOG_MAGIC: u64 = 0x4d4e_4c4f_4750_4731; // "1GPGOLNM"
 
 /// Commit-word tag (top 16 bits).
 const COMMIT_TAG: u64 = 0xC0DE;
+/// Follower-mark tag (top 16 bits).
+const FOLLOWER_TAG: u64 = 0xF011;
 
 pub const ET_WRITE: u8 = 1;
 pub const ET_SETATTR: u8 = 2;
@@ -480,6 +482,18 @@ pub fn commit_word(body: &[u8]) -> u64 {
     (COMMIT_TAG << 48) | (units << 32) | crc(&body[8..]) as u64
 }
 
+/// The mark of a follower in a concurrent group: like a commit word, with the
+/// follower tag. It commits nothing by itself; the group's leader does.
+pub fn follower_word(body: &[u8]) -> u64 {
+    let units = (body.len() as u64) / UNIT;
+    (FOLLOWER_TAG << 48) | (units << 32) | crc(&body[8..]) as u64
+}
+
+/// Group size stored in a leader's header (bytes 10..12); 0 or 1: not a group.
+pub fn group_size(body: &[u8]) -> u16 {
+    u16::from_le_bytes([body[10], body[11]])
+}
+
 /// What a commit word says about the entry it heads.
 #[derive(Debug, PartialEq, Eq)]
 pub enum CommitState {
@@ -487,6 +501,8 @@ pub enum CommitState {
     Uncommitted,
     /// A commit mark for an entry of this many units.
     Committed { units: u64, crc: u32 },
+    /// A follower of a concurrent group: committed only if its leader is.
+    Follower { units: u64, crc: u32 },
     /// Not zero, not a commit mark: corruption.
     Garbage,
 }
@@ -496,8 +512,15 @@ pub fn parse_commit(word: u64) -> CommitState {
         return CommitState::Uncommitted;
     }
     let units = (word >> 32) & 0xffff;
-    if word >> 48 != COMMIT_TAG || units == 0 || units > LOG_DATA / UNIT {
+    let tag = word >> 48;
+    if (tag != COMMIT_TAG && tag != FOLLOWER_TAG) || units == 0 || units > LOG_DATA / UNIT {
         return CommitState::Garbage;
+    }
+    if tag == FOLLOWER_TAG {
+        return CommitState::Follower {
+            units,
+            crc: word as u32,
+        };
     }
     CommitState::Committed {
         units,

@@ -51,9 +51,9 @@ pub struct Fs {
     /// Serializes renames (like the VFS rename mutex) so that directory-loop checks
     /// see a stable tree.
     pub(crate) rename_lock: Mutex<()>,
-    /// Data writes inside the engine right now, and the most seen at once (shows
-    /// whether a frontend delivers writes to one file in parallel).
-    pub(crate) writers_now: AtomicU64,
+    /// The most data writes of one file seen between reserving their log slots and
+    /// completing, at once (shows whether a frontend delivers writes to one file in
+    /// parallel).
     pub(crate) writers_max: AtomicU64,
 }
 
@@ -195,7 +195,6 @@ impl Fs {
             opts: opts.clone(),
             clean_mount: loaded.clean,
             rename_lock: Mutex::new(()),
-            writers_now: AtomicU64::new(0),
             writers_max: AtomicU64::new(0),
         })
     }
@@ -460,7 +459,10 @@ impl Fs {
 
     pub fn setattr(&self, ino: Ino, req: &SetAttr) -> Result<Attr> {
         let inode = self.get(ino)?;
-        let _d = req.size.map(|_| inode.data.write(0, u64::MAX));
+        // The whole file: a setattr entry is a full snapshot (size included), so no
+        // concurrent data write may sit between its snapshot and its commit — replay
+        // (log order) and run time (completion order) would disagree on the size.
+        let _d = inode.data.write(0, u64::MAX);
         let mut st = inode.state.lock_arc();
         if st.dead {
             return Err(FsError::NotFound);

@@ -90,6 +90,8 @@ pub(crate) struct InodeState {
     live: HashMap<u64, Live>,
     last_setattr: Option<u64>,
     last_link: Option<u64>,
+    /// Newest mtime of a data write since the last setattr (see `apply`).
+    write_mtime: Timespec,
 }
 
 impl InodeState {
@@ -114,6 +116,7 @@ impl InodeState {
             live: HashMap::new(),
             last_setattr: None,
             last_link: None,
+            write_mtime: Timespec::default(),
         }
     }
 
@@ -200,9 +203,16 @@ impl InodeState {
                         self.unref(o.entry);
                     }
                 }
-                self.size = *size_after;
-                self.mtime = *mtime;
-                self.ctime = *mtime;
+                // Concurrent writers of disjoint ranges apply in completion order at
+                // run time but replay in log order: both fields take the maximum, which
+                // does not depend on the order (a truncate, which can lower the size,
+                // and a setattr, which can set any time, hold the whole file).
+                self.size = self.size.max(*size_after);
+                if *mtime >= self.write_mtime {
+                    self.mtime = *mtime;
+                    self.ctime = self.ctime.max(*mtime);
+                    self.write_mtime = *mtime;
+                }
             }
             Entry::SetAttr {
                 mode,
@@ -235,6 +245,7 @@ impl InodeState {
                 self.atime = *atime;
                 self.mtime = *mtime;
                 self.ctime = *ctime;
+                self.write_mtime = Timespec::default();
             }
             Entry::Link { nlink, ctime } => {
                 if let Some(prev) = self.last_link.take() {

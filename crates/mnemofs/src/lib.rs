@@ -25,6 +25,8 @@ mod cow;
 mod fs;
 pub mod fsck;
 mod inode;
+#[doc(hidden)]
+pub mod interleave;
 mod journal;
 mod lock;
 mod log;

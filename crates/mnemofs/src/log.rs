@@ -1,20 +1,44 @@
 //! Per-inode logs: linked 4 KiB pages of commit-marked entries.
 //!
-//! Append protocol (DESIGN.md §3, pNOVA §3.3):
-//! 1. **reserve**: positions are taken from the DRAM tail (under the inode's lock: a
-//!    short critical section); new pages are zeroed and linked;
-//! 2. **write**: each entry is stored with its **commit mark** — the first 8-byte word:
-//!    tag, size and the CRC of the rest of the entry — and flushed;
-//! 3. fence (caller) — entries durable before the tail;
-//! 4. **tail**: the inode's tail word (one 8-byte store, or through the lite journal
-//!    for multi-inode operations), then a fence.
+//! Two append protocols share one on-PM format (DESIGN.md §3, pNOVA §3.3).
+//!
+//! **Locked append** ([`LogState::stage`] + `Fs::commit`), used by everything that
+//! holds the inode's state lock from start to end (namespace operations, setattr,
+//! fallocate, and data writes in the `inode` lock mode):
+//! 1. positions are taken from the DRAM tail; new pages are zeroed and linked;
+//! 2. each entry is stored with its **commit mark** — the first 8-byte word: tag, size
+//!    and the CRC of the rest of the entry — and flushed;
+//! 3. fence — entries durable before the tail;
+//! 4. the inode's tail word (one 8-byte store, or through the lite journal for
+//!    multi-inode operations), then a fence.
+//!
+//! **Concurrent append** ([`LogState::reserve`], [`write_reserved`],
+//! [`LogState::complete`]), used by data writes in the `interval` and `segment` lock
+//! modes, so that writers of disjoint ranges of one file log in parallel:
+//! 1. *reserve* (state lock held for a few DRAM updates): slots after the DRAM tail;
+//!    a new log page is zeroed, linked and fenced right there (rare), so that any
+//!    writer's tail may point into it; the slots' pages are pinned against GC;
+//! 2. *write* (no lock): the bodies with a **zero** mark, flushed;
+//! 3. fence — data pages and bodies durable before the mark;
+//! 4. *mark* (no lock): one 8-byte store of the commit word into the first entry of the
+//!    reservation, flushed. A multi-entry write is one *group*: the first entry
+//!    (leader) carries the group size; the others are *followers*, stored with a
+//!    follower mark with the body, and count only through a committed leader;
+//! 5. *complete* (state lock): apply to DRAM; the tail word becomes the end of this
+//!    reservation **only if no later reservation moved it already** (tail = max in log
+//!    order, tracked by reservation sequence numbers); flushed;
+//! 6. fence (no lock) — mark and tail durable before the write returns; then the
+//!    superseded data blocks are freed.
+//!
+//! A tail moved by a later writer can lie past slots still being written: they hold a
+//! zero mark (pages are zeroed when they join a log), so recovery skips them one unit
+//! at a time (concurrent entries are one unit each); follower marks without a
+//! committed leader are skipped too. This is pNOVA's fix for its Fig. 3, where a
+//! tail alone would expose an entry still in flight.
 //!
 //! Recovery replays exactly the committed entries (tag and CRC valid) that lie before
-//! the persisted tail; a slot without a mark (zero) is skipped one unit at a time.
-//! With one appender per log (the `inode` lock mode, the only one so far) the tail
-//! alone decides and a bad CRC below it is corruption. Concurrent appenders (the
-//! range-lock issue) will need the mark written as its own step after a fence, so that
-//! a tail moved past an entry still in flight finds no mark there.
+//! the persisted tail; a mark with a bad CRC below the tail is corruption (a mark is
+//! stored only after its body was fenced).
 //!
 //! GC: *fast GC* unlinks pages all of whose entries are dead (one 8-byte pointer store
 //! per gap); *thorough GC* (in `fs`) rewrites the live state into a fresh chain and
@@ -22,8 +46,8 @@
 
 use crate::error::Result;
 use crate::format::{
-    commit_word, Entry, BLOCK, INO_HEAD_OFF, LOG_DATA, LOG_MAGIC, LOG_MAGIC_OFF, LOG_NEXT_OFF,
-    LOG_OWNER_OFF, UNIT,
+    commit_word, follower_word, Entry, BLOCK, INO_HEAD_OFF, INO_TAIL_OFF, LOG_DATA, LOG_MAGIC,
+    LOG_MAGIC_OFF, LOG_NEXT_OFF, LOG_OWNER_OFF, UNIT,
 };
 use crate::space::Space;
 use pm::Pm;
@@ -32,14 +56,35 @@ use std::collections::HashMap;
 /// DRAM state of one log.
 #[derive(Default, Debug)]
 pub(crate) struct LogState {
-    /// The chain, head first. The last page holds the tail.
+    /// The chain, head first. The last page holds the DRAM tail.
     pub pages: Vec<u64>,
-    /// PM byte offset just past the last committed entry (0 while empty).
+    /// PM byte offset where the next append goes: past the last committed entry, or
+    /// past the last reserved slot while concurrent appends are in flight (0 while
+    /// empty).
     pub tail: u64,
-    /// Live (or pinned) entries per page.
+    /// Live (or pinned) entries per page; slots reserved by in-flight appends count
+    /// too, so fast GC keeps their pages.
     pub page_live: HashMap<u64, u32>,
     /// Units (64 B) held by live or pinned entries.
     pub live_units: u64,
+    /// The value last stored to the inode's PM tail word.
+    pub durable: u64,
+    /// Appends so far (locked and concurrent), in log order.
+    pub seq: u64,
+    /// Sequence number of the append whose end is `durable`.
+    pub durable_seq: u64,
+    /// Concurrent appends between reserve and complete.
+    pub inflight: u32,
+    /// A page lost its last live entry: fast GC has work.
+    pub gc_hint: bool,
+}
+
+/// Slots reserved for a concurrent append.
+#[derive(Debug)]
+pub(crate) struct Reservation {
+    pub offsets: Vec<u64>,
+    pub end: u64,
+    pub seq: u64,
 }
 
 /// Entries written but not yet committed by a tail update.
@@ -65,6 +110,35 @@ impl Staged {
         for p in self.new_pages {
             space.free_run(p, 1);
         }
+    }
+}
+
+/// Concurrent append, step 2 (no lock): stores the bodies of a reservation — the
+/// leader with a zero mark and its group size, followers with their follower mark —
+/// and flushes them. Returns the leader's commit word, for [`mark_reserved`] after the
+/// caller's fence.
+pub(crate) fn write_reserved(pm: &Pm, r: &Reservation, entries: &[Entry]) -> u64 {
+    let mut leader_word = 0;
+    for (i, (e, &pos)) in entries.iter().zip(&r.offsets).enumerate() {
+        let mut body = e.encode();
+        if i == 0 {
+            body[10..12].copy_from_slice(&(entries.len() as u16).to_le_bytes());
+            leader_word = commit_word(&body);
+        } else {
+            let w = follower_word(&body);
+            body[0..8].copy_from_slice(&w.to_le_bytes());
+        }
+        pm.write(pos, &body);
+        pm.flush(pos, body.len() as u64);
+    }
+    leader_word
+}
+
+/// Concurrent append, step 4 (no lock, after the caller's fence): the commit mark.
+pub(crate) fn mark_reserved(pm: &Pm, r: &Reservation, word: u64) {
+    if let Some(&pos) = r.offsets.first() {
+        pm.store_u64(pos, word);
+        pm.flush(pos, 8);
     }
 }
 
@@ -130,10 +204,100 @@ impl LogState {
         Ok(st)
     }
 
-    /// Makes a committed append part of the DRAM chain.
+    /// Makes a committed locked append part of the DRAM chain (its tail is the
+    /// newest: it was staged after every reservation).
     pub fn commit(&mut self, st: &Staged) {
         self.pages.extend_from_slice(&st.new_pages);
         self.tail = st.new_tail;
+        self.seq += 1;
+        self.durable = st.new_tail;
+        self.durable_seq = self.seq;
+    }
+
+    /// Concurrent append, step 1 (state lock held): reserves one-unit slots for
+    /// `entries` after the DRAM tail and pins their pages. A page the slots need is
+    /// zeroed, linked and fenced here, so that a tail stored by any writer may point
+    /// into it. Needs an existing log (every inode has one from its creation).
+    pub fn reserve(
+        &mut self,
+        pm: &Pm,
+        space: &Space,
+        owner: u64,
+        entries: &[Entry],
+    ) -> Result<Reservation> {
+        let Some(&first_page) = self.pages.last() else {
+            return Err(crate::error::FsError::Invalid("reserve in an empty log"));
+        };
+        let mut last_page = first_page;
+        let mut pos = self.tail;
+        let mut offsets = Vec::with_capacity(entries.len());
+        let mut linked = Vec::new();
+        for e in entries {
+            debug_assert_eq!(e.units(), 1, "concurrent entries are one unit");
+            if pos + UNIT > last_page * BLOCK + LOG_DATA {
+                let p = match space.alloc_one(true) {
+                    Ok(p) => p,
+                    Err(err) => {
+                        // Nothing was exposed: unlink (DRAM) and give back what we took.
+                        for p in linked {
+                            space.free_run(p, 1);
+                        }
+                        return Err(err);
+                    }
+                };
+                init_page(pm, p, owner);
+                // Linking past the tail page is harmless until a tail moves into it.
+                pm.store_u64(last_page * BLOCK + LOG_NEXT_OFF, p);
+                pm.flush(last_page * BLOCK + LOG_NEXT_OFF, 8);
+                linked.push(p);
+                last_page = p;
+                pos = p * BLOCK;
+            }
+            offsets.push(pos);
+            pos += UNIT;
+        }
+        if !linked.is_empty() {
+            // Fence: the new pages are zeroed and linked before any writer's tail can
+            // point into them (the tail may be stored by another thread, whose fence
+            // would not order our flushes).
+            pm.fence();
+            self.pages.extend_from_slice(&linked);
+        }
+        for &off in &offsets {
+            *self.page_live.entry(off / BLOCK).or_insert(0) += 1;
+        }
+        self.tail = pos;
+        self.seq += 1;
+        self.inflight += 1;
+        Ok(Reservation {
+            offsets,
+            end: pos,
+            seq: self.seq,
+        })
+    }
+
+    /// Concurrent append, step 5 (state lock held, after [`write_reserved`] and
+    /// [`mark_reserved`]): unpins the slots and stores the tail word if this append is
+    /// the newest to finish (tail = max in log order). Flushed, not fenced: the caller
+    /// fences after dropping the lock. Returns whether the tail word was stored.
+    pub fn complete(&mut self, pm: &Pm, inode_off: u64, r: &Reservation) -> bool {
+        for &off in &r.offsets {
+            if let Some(c) = self.page_live.get_mut(&(off / BLOCK)) {
+                *c = c.saturating_sub(1);
+                if *c == 0 {
+                    self.gc_hint = true;
+                }
+            }
+        }
+        self.inflight = self.inflight.saturating_sub(1);
+        let newest = r.seq > self.durable_seq || crate::bugs::on(crate::bugs::Bug::TailNotMax);
+        if newest {
+            pm.store_u64(inode_off + INO_TAIL_OFF, r.end);
+            pm.flush(inode_off + INO_TAIL_OFF, 8);
+            self.durable = r.end;
+            self.durable_seq = r.seq;
+        }
+        newest
     }
 
     /// Accounts a new live entry at `off`.
@@ -146,22 +310,39 @@ impl LogState {
     pub fn kill(&mut self, off: u64, units: u64) {
         if let Some(c) = self.page_live.get_mut(&(off / BLOCK)) {
             *c = c.saturating_sub(1);
+            if *c == 0 {
+                self.gc_hint = true;
+            }
         }
         self.live_units = self.live_units.saturating_sub(units);
     }
 
-    /// Fast GC: unlinks every page (except the tail page) whose entries are all dead.
-    /// Each gap is closed with one 8-byte store (the predecessor's next pointer or the
-    /// inode's head word), so any subset of the stores that reaches PM leaves a valid
-    /// chain. Returns the pages to free (after the fence here).
+    /// Fast GC: unlinks every page before the one holding the PM tail whose entries
+    /// are all dead (pages with slots of in-flight appends are pinned). Each gap is
+    /// closed with one 8-byte store (the predecessor's next pointer or the inode's
+    /// head word), so any subset of the stores that reaches PM leaves a valid chain.
+    /// Returns the pages to free (after the fence here).
     pub fn fast_gc(&mut self, pm: &Pm, inode_off: u64) -> Vec<u64> {
-        let n = self.pages.len();
+        self.gc_hint = false;
+        // Pages from the one holding the PM tail on stay: recovery walks to it.
+        let n = match self.pages.iter().position(|&p| p == self.durable / BLOCK) {
+            Some(i) => i + 1,
+            None => return Vec::new(),
+        };
         if n < 2 {
             return Vec::new();
         }
         let dead = |p: &u64| self.page_live.get(p).copied().unwrap_or(0) == 0;
         if !self.pages[..n - 1].iter().any(dead) {
             return Vec::new();
+        }
+        if self.inflight > 0 {
+            // The tail word may hold a value stored by another writer that has not
+            // fenced yet. Fence: the newest tail (whose page we keep) is durable before
+            // any page before it leaves the chain, so an older tail that pointed into
+            // an unlinked page can no longer be what recovery reads.
+            pm.flush(inode_off + crate::format::INO_TAIL_OFF, 8);
+            pm.fence();
         }
         let mut kept = Vec::with_capacity(n);
         let mut freed = Vec::new();
@@ -201,7 +382,7 @@ impl LogState {
     /// fill less than half of them.
     pub fn wants_compaction(&self) -> bool {
         let n = self.pages.len() as u64;
-        n >= 4 && self.live_units * UNIT * 2 < n * LOG_DATA
+        self.inflight == 0 && n >= 4 && self.live_units * UNIT * 2 < n * LOG_DATA
     }
 
     pub fn bytes(&self) -> u64 {

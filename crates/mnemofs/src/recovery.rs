@@ -18,10 +18,10 @@
 use crate::bugs::{self, Bug};
 use crate::error::{FsError, Result};
 use crate::format::{
-    get_u64, parse_commit, verify_entry, CommitState, Entry, Geometry, BLOCK, FREELIST_EXT_OFF,
-    FREELIST_MAGIC, INODE_SIZE, INO_HEAD_OFF, INO_TAIL_OFF, INO_VALID_OFF, LOG_DATA, LOG_MAGIC,
-    LOG_MAGIC_OFF, LOG_NEXT_OFF, LOG_OWNER_OFF, SB_REPLICA_BLOCK, SB_STATE_OFF, STATE_CLEAN,
-    STATE_DIRTY, UNIT,
+    get_u64, group_size, parse_commit, verify_entry, CommitState, Entry, Geometry, BLOCK,
+    FREELIST_EXT_OFF, FREELIST_MAGIC, INODE_SIZE, INO_HEAD_OFF, INO_TAIL_OFF, INO_VALID_OFF,
+    LOG_DATA, LOG_MAGIC, LOG_MAGIC_OFF, LOG_NEXT_OFF, LOG_OWNER_OFF, SB_REPLICA_BLOCK,
+    SB_STATE_OFF, STATE_CLEAN, STATE_DIRTY, UNIT,
 };
 use crate::inode::InodeState;
 use crate::space::Run;
@@ -293,6 +293,7 @@ fn load_inode(
         ));
     }
     // Walk the chain to the page holding the tail.
+    let mut group = None;
     let mut seen = HashSet::new();
     let mut p = head;
     loop {
@@ -328,7 +329,7 @@ fn load_inode(
                 "inode {ino}: log tail {tail:#x} is not entry-aligned"
             ));
         }
-        replay_page(pm, geo, &mut st, base, end)?;
+        replay_page(pm, geo, &mut st, base, end, &mut group)?;
         if in_page {
             // Zero whatever an uncommitted append left past the tail.
             let rest = base + LOG_DATA - tail;
@@ -345,51 +346,117 @@ fn load_inode(
         }
         p = pm.read_u64(base + LOG_NEXT_OFF);
     }
+    if group.is_some() {
+        return Err(format!(
+            "inode {ino}: a committed group runs past the log tail"
+        ));
+    }
     st.log.tail = tail;
+    st.log.durable = tail;
     Ok(st)
 }
 
-/// Replays the committed entries of one log page in `[base, end)`.
+/// A committed group leader whose followers are still being read.
+struct Group {
+    left: u16,
+    entries: Vec<(u64, Entry)>,
+}
+
+/// Reads, checks and decodes the entry at `pos` whose mark announced `units` and `crc`.
+fn read_entry(
+    pm: &Pm,
+    geo: &Geometry,
+    st: &InodeState,
+    pos: u64,
+    end: u64,
+    units: u64,
+    crc: u32,
+) -> std::result::Result<(Entry, u16), String> {
+    let ino = st.ino;
+    let len = units * UNIT;
+    if pos + len > end {
+        return Err(format!(
+            "inode {ino}: log entry at {pos:#x} runs past the tail"
+        ));
+    }
+    let mut body = vec![0u8; len as usize];
+    pm.read(pos, &mut body);
+    if !verify_entry(&body, crc) {
+        return Err(format!(
+            "inode {ino}: log entry at {pos:#x}: checksum mismatch"
+        ));
+    }
+    let e = Entry::decode(&body).map_err(|m| format!("inode {ino}: log entry at {pos:#x}: {m}"))?;
+    if e.units() != units {
+        return Err(format!("inode {ino}: log entry at {pos:#x}: size mismatch"));
+    }
+    validate_entry(geo, st, &e).map_err(|m| format!("inode {ino}: log entry at {pos:#x}: {m}"))?;
+    Ok((e, group_size(&body)))
+}
+
+/// Replays the committed entries of one log page in `[base, end)`. `group` carries a
+/// committed concurrent group across pages (its members are consecutive slots).
 fn replay_page(
     pm: &Pm,
     geo: &Geometry,
     st: &mut InodeState,
     base: u64,
     end: u64,
+    group: &mut Option<Group>,
 ) -> std::result::Result<(), String> {
     let ino = st.ino;
     let mut pos = base;
     while pos < end {
         match parse_commit(pm.read_u64(pos)) {
-            CommitState::Uncommitted => pos += UNIT,
+            CommitState::Uncommitted => {
+                if group.is_some() {
+                    // Followers are persisted (fenced) before their leader's mark.
+                    return Err(format!(
+                        "inode {ino}: log slot at {pos:#x}: a committed group misses a member"
+                    ));
+                }
+                pos += UNIT;
+            }
             CommitState::Garbage => {
                 return Err(format!(
                     "inode {ino}: log entry at {pos:#x}: bad commit mark"
                 ));
             }
+            CommitState::Follower { units, crc } => {
+                let Some(g) = group.as_mut() else {
+                    // A member of a group whose leader never committed: skipped unread
+                    // (its body may be torn).
+                    pos += units * UNIT;
+                    continue;
+                };
+                let (e, _) = read_entry(pm, geo, st, pos, end, units, crc)?;
+                g.entries.push((pos, e));
+                g.left -= 1;
+                if g.left == 0 {
+                    if let Some(g) = group.take() {
+                        for (off, e) in &g.entries {
+                            st.apply(*off, e);
+                        }
+                    }
+                }
+                pos += units * UNIT;
+            }
             CommitState::Committed { units, crc } => {
-                let len = units * UNIT;
-                if pos + len > end {
+                if group.is_some() {
                     return Err(format!(
-                        "inode {ino}: log entry at {pos:#x} runs past the tail"
+                        "inode {ino}: log entry at {pos:#x}: a committed group is cut short"
                     ));
                 }
-                let mut body = vec![0u8; len as usize];
-                pm.read(pos, &mut body);
-                if !verify_entry(&body, crc) {
-                    return Err(format!(
-                        "inode {ino}: log entry at {pos:#x}: checksum mismatch"
-                    ));
+                let (e, n) = read_entry(pm, geo, st, pos, end, units, crc)?;
+                if n > 1 {
+                    *group = Some(Group {
+                        left: n - 1,
+                        entries: vec![(pos, e)],
+                    });
+                } else {
+                    st.apply(pos, &e);
                 }
-                let e = Entry::decode(&body)
-                    .map_err(|m| format!("inode {ino}: log entry at {pos:#x}: {m}"))?;
-                if e.units() != units {
-                    return Err(format!("inode {ino}: log entry at {pos:#x}: size mismatch"));
-                }
-                validate_entry(geo, st, &e)
-                    .map_err(|m| format!("inode {ino}: log entry at {pos:#x}: {m}"))?;
-                st.apply(pos, &e);
-                pos += len;
+                pos += units * UNIT;
             }
         }
     }
@@ -641,4 +708,90 @@ pub(crate) fn save_freelist(pm: &Pm, geo: &Geometry, runs: &[Run]) -> bool {
     pm.write(base, &hdr);
     pm.flush(base, FREELIST_EXT_OFF + bytes.len() as u64);
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::{mark_reserved, write_reserved, LogState};
+    use crate::space::Space;
+    use crate::types::Timespec;
+
+    fn setup() -> (Pm, Geometry, Space, LogState) {
+        let pm = Pm::anonymous(8 << 20).unwrap();
+        let geo = Geometry::compute(8 << 20, 1, 64).unwrap();
+        let space = Space::empty(geo);
+        space.free_run(geo.data_start, 4);
+        let mut log = LogState::default();
+        let link = Entry::Link {
+            nlink: 1,
+            ctime: Timespec::default(),
+        };
+        let st = log.stage(&pm, &space, 9, &[link]).unwrap();
+        log.commit(&st);
+        (pm, geo, space, log)
+    }
+
+    fn write(geo: &Geometry, pg: u64) -> Entry {
+        Entry::Write {
+            pgoff: pg,
+            block: geo.data_start + 100 + pg,
+            npages: 1,
+            size_after: (pg + 1) * BLOCK,
+            mtime: Timespec::default(),
+        }
+    }
+
+    fn replay(pm: &Pm, geo: &Geometry, log: &LogState) -> std::result::Result<Vec<u64>, String> {
+        let mut st = InodeState::new(9, FileKind::Regular);
+        let base = log.pages[0] * BLOCK;
+        let mut group = None;
+        replay_page(pm, geo, &mut st, base, log.tail, &mut group)?;
+        if group.is_some() {
+            return Err("group open at the tail".into());
+        }
+        Ok(st.pages.keys().copied().collect())
+    }
+
+    #[test]
+    fn a_group_counts_only_through_its_committed_leader() {
+        let (pm, geo, space, mut log) = setup();
+        let entries = vec![write(&geo, 0), write(&geo, 5), write(&geo, 9)];
+        let r = log.reserve(&pm, &space, 9, &entries).unwrap();
+        let word = write_reserved(&pm, &r, &entries);
+        // Followers are marked, the leader is not: nothing counts, nothing is read.
+        assert_eq!(replay(&pm, &geo, &log), Ok(vec![]));
+        // Even a torn follower body is skipped unread without its leader.
+        pm.zero(r.offsets[1] + 8, 56);
+        assert_eq!(replay(&pm, &geo, &log), Ok(vec![]));
+        let entries2 = vec![write(&geo, 0), write(&geo, 5), write(&geo, 9)];
+        let r2 = log.reserve(&pm, &space, 9, &entries2).unwrap();
+        let w2 = write_reserved(&pm, &r2, &entries2);
+        mark_reserved(&pm, &r2, w2);
+        // The second group is committed; the first (unmarked) is still skipped.
+        assert_eq!(replay(&pm, &geo, &log), Ok(vec![0, 5, 9]));
+        // A committed leader whose follower is missing is corruption, not a skip.
+        mark_reserved(&pm, &r, word);
+        let e = replay(&pm, &geo, &log).unwrap_err();
+        assert!(e.contains("checksum"), "{e}");
+    }
+
+    #[test]
+    fn an_unmarked_slot_below_the_tail_is_skipped() {
+        let (pm, geo, space, mut log) = setup();
+        let a = [write(&geo, 1)];
+        let b = [write(&geo, 2)];
+        let ra = log.reserve(&pm, &space, 9, &a).unwrap();
+        let rb = log.reserve(&pm, &space, 9, &b).unwrap();
+        // B finishes first and moves the tail past A's slot, still being written.
+        write_reserved(&pm, &ra, &a);
+        let wb = write_reserved(&pm, &rb, &b);
+        mark_reserved(&pm, &rb, wb);
+        assert!(log.complete(&pm, geo.inode_off(9), &rb));
+        assert_eq!(replay(&pm, &geo, &log), Ok(vec![2]));
+        // A completes later: the tail stays (B's is later in the log).
+        assert!(!log.complete(&pm, geo.inode_off(9), &ra));
+        assert_eq!(log.durable, rb.end);
+        assert_eq!(log.inflight, 0);
+    }
 }

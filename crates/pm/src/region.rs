@@ -672,6 +672,7 @@ mod tests {
         assert_eq!(
             ev,
             vec![
+                Event::Marker(Marker::Thread(crate::trace::thread_id())),
                 Event::Marker(Marker::OpBegin("w".into())),
                 Event::Store {
                     off: 0,

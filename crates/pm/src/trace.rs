@@ -1,6 +1,19 @@
 //! The tracing seam: a [`Tracer`] sees every store, flush, fence and marker.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+
+static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// A small number naming the calling thread in traces (1, 2, ...).
+    static THREAD: u64 = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The trace's name for the calling thread.
+pub fn thread_id() -> u64 {
+    THREAD.with(|t| *t)
+}
 
 /// How a store reached PM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,6 +33,10 @@ pub enum StoreKind {
 pub enum Marker {
     OpBegin(String),
     OpEnd(String),
+    /// The events that follow come from this thread (see [`thread_id`]); recorded
+    /// whenever the recording thread changes, so a replay can tell which thread's
+    /// fence orders which flushes.
+    Thread(u64),
 }
 
 /// One recorded event.
@@ -51,6 +68,8 @@ pub trait Tracer: Send + Sync {
 #[derive(Default)]
 pub struct RecordingTracer {
     events: Mutex<Vec<Event>>,
+    /// The thread of the last recorded event (0: none yet). Written under `events`.
+    last_thread: AtomicU64,
 }
 
 impl RecordingTracer {
@@ -67,10 +86,15 @@ impl RecordingTracer {
     }
 
     fn push(&self, e: Event) {
-        match self.events.lock() {
-            Ok(mut g) => g.push(e),
-            Err(p) => p.into_inner().push(e),
+        let me = thread_id();
+        let mut g = match self.events.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        if self.last_thread.swap(me, Ordering::Relaxed) != me {
+            g.push(Event::Marker(Marker::Thread(me)));
         }
+        g.push(e);
     }
 }
 

@@ -1,0 +1,283 @@
+//! Multi-writer workloads: 2–4 threads write their own ranges of one shared file at
+//! once, through the concurrent append protocol of the `interval` and `segment` lock
+//! modes (pNOVA).
+//!
+//! The threads are real, but a seeded scheduler lets one run at a time and switches
+//! at the engine's interleaving points (`mnemofs::interleave`: data written, slots
+//! reserved, entry marked) and between operations. So the traced run is reproducible
+//! and covers reservations taken in one order and completed in another — the order
+//! in which a tail alone would expose an entry still in flight (pNOVA Fig. 3). The
+//! trace says which thread issued each event, and the tracker applies a fence only to
+//! its own thread's flushes.
+//!
+//! Oracle: at a crash, every operation that returned is in the file, and each
+//! thread's operation in flight is all or nothing, independently of the others
+//! (threads write disjoint bytes; the size is the largest end written).
+
+use crate::workload::{apply_fs, Op};
+use mnemofs::interleave::{self, Point};
+use mnemofs::Fs;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+/// The shared file.
+pub const FILE: &str = "shared";
+/// Bytes of the file each thread owns: thread t writes `[t * REGION, (t+1) * REGION)`.
+pub const REGION: u64 = 3 * 4096;
+
+/// One multi-writer workload.
+#[derive(Clone, Debug)]
+pub struct Workload {
+    /// Operations of each thread, in order.
+    pub threads: Vec<Vec<Op>>,
+    /// Seed of the interleaving.
+    pub schedule: u64,
+    /// Fragment free space first, so multi-page writes get several runs (one
+    /// grouped commit of several entries).
+    pub fragment: bool,
+}
+
+impl Workload {
+    pub fn describe(&self) -> Vec<String> {
+        let mut v = vec![format!(
+            "{} writers, schedule {}{}",
+            self.threads.len(),
+            self.schedule,
+            if self.fragment {
+                ", fragmented space"
+            } else {
+                ""
+            }
+        )];
+        for (t, ops) in self.threads.iter().enumerate() {
+            for op in ops {
+                v.push(format!("t{t}: {op}"));
+            }
+        }
+        v
+    }
+}
+
+fn write_op(rng: &mut StdRng, t: usize) -> Op {
+    let base = t as u64 * REGION;
+    let (off, len) = match rng.random_range(0..4) {
+        // Sub-page.
+        0 => {
+            let off = rng.random_range(0..REGION - 200);
+            (off, rng.random_range(1..200usize))
+        }
+        // One aligned page.
+        1 => (rng.random_range(0..3u64) * 4096, 4096),
+        // Two or three pages (a group when space is fragmented).
+        2 => (0, rng.random_range(2..=3usize) * 4096),
+        // Unaligned, crossing a page boundary.
+        _ => {
+            let off = rng.random_range(2000..6000u64);
+            (off, rng.random_range(3000..6000usize))
+        }
+    };
+    let len = len.min((REGION - off) as usize);
+    Op::Write {
+        path: FILE.into(),
+        off: base + off,
+        len,
+        seed: rng.random_range(1..250u8),
+    }
+}
+
+/// The multi-writer workloads for `seed`: `count` of them, 2, 3 and 4 writers in
+/// turn, 2–3 writes each.
+pub fn workloads(seed: u64, count: usize) -> Vec<Workload> {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x6d75_6c74_6977_7269);
+    (0..count)
+        .map(|i| {
+            let n = 2 + i % 3;
+            let threads = (0..n)
+                .map(|t| {
+                    let k = rng.random_range(2..=3);
+                    (0..k).map(|_| write_op(&mut rng, t)).collect()
+                })
+                .collect();
+            Workload {
+                threads,
+                schedule: rng.random(),
+                fragment: i % 2 == 1,
+            }
+        })
+        .collect()
+}
+
+/// The setup before the threads start: the shared file, and with `fragment` a file
+/// that fills the free space and then has every other page punched out.
+pub fn setup(fs: &Fs, fragment: bool) -> Vec<Op> {
+    let mut v = vec![Op::Creat(FILE.into())];
+    if fragment {
+        // Keep room for the writers' new pages and logs.
+        let pages = fs.stats().free_blocks.saturating_sub(40).min(64);
+        v.push(Op::Creat("frag".into()));
+        v.push(Op::Write {
+            path: "frag".into(),
+            off: 0,
+            len: (pages * 4096) as usize,
+            seed: 77,
+        });
+        for k in (1..pages).step_by(2) {
+            v.push(Op::Punch {
+                path: "frag".into(),
+                off: k * 4096,
+                len: 4096,
+            });
+        }
+    }
+    v
+}
+
+struct Turn {
+    turn: usize,
+    live: Vec<bool>,
+    rng: StdRng,
+    stuck: bool,
+}
+
+/// Lets one thread run at a time; the running thread picks the next at each point.
+pub struct Scheduler {
+    st: Mutex<Turn>,
+    cv: Condvar,
+}
+
+/// A scheduled thread waits at most this long for its turn before the run is
+/// declared stuck (a deadlock between the scheduler and an engine lock).
+const STUCK: Duration = Duration::from_secs(20);
+
+impl Scheduler {
+    pub fn new(n: usize, seed: u64) -> Arc<Scheduler> {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let first = rng.random_range(0..n);
+        Arc::new(Scheduler {
+            st: Mutex::new(Turn {
+                turn: first,
+                live: vec![true; n],
+                rng,
+                stuck: false,
+            }),
+            cv: Condvar::new(),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Turn> {
+        match self.st.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    fn wait_turn(&self, me: usize, mut g: std::sync::MutexGuard<'_, Turn>) {
+        while g.turn != me && !g.stuck {
+            let (ng, to) = match self.cv.wait_timeout(g, STUCK) {
+                Ok(x) => x,
+                Err(p) => p.into_inner(),
+            };
+            g = ng;
+            if to.timed_out() && g.turn != me {
+                g.stuck = true;
+                self.cv.notify_all();
+            }
+        }
+    }
+
+    fn pick(g: &mut Turn) -> Option<usize> {
+        let live: Vec<usize> = (0..g.live.len()).filter(|&i| g.live[i]).collect();
+        if live.is_empty() {
+            return None;
+        }
+        let i = g.rng.random_range(0..live.len());
+        Some(live[i])
+    }
+
+    /// Waits until it is `me`'s turn.
+    pub fn start(&self, me: usize) {
+        let g = self.lock();
+        self.wait_turn(me, g);
+    }
+
+    /// Hands the turn to a thread the seed picks (maybe `me` again) and waits for
+    /// `me`'s next turn.
+    pub fn pass(&self, me: usize) {
+        let mut g = self.lock();
+        if let Some(n) = Self::pick(&mut g) {
+            g.turn = n;
+        }
+        self.cv.notify_all();
+        self.wait_turn(me, g);
+    }
+
+    /// `me` is done; the turn goes on.
+    pub fn finish(&self, me: usize) {
+        let mut g = self.lock();
+        g.live[me] = false;
+        if let Some(n) = Self::pick(&mut g) {
+            g.turn = n;
+        }
+        self.cv.notify_all();
+    }
+
+    pub fn stuck(&self) -> bool {
+        self.lock().stuck
+    }
+}
+
+/// The result recorded for an operation that panicked.
+pub const PANICKED: i32 = -1;
+
+/// Runs the threads of `w` on `fs` under the scheduler; `marker(t, k, begin)` is
+/// called around operation `k` of thread `t`. Returns each operation's result.
+pub fn run_threads(
+    fs: &Fs,
+    w: &Workload,
+    marker: &(dyn Fn(usize, usize, bool) + Sync),
+) -> Result<Vec<Vec<Result<(), i32>>>, String> {
+    let n = w.threads.len();
+    let sched = Scheduler::new(n, w.schedule);
+    let results = std::thread::scope(|sc| {
+        let handles: Vec<_> = (0..n)
+            .map(|t| {
+                let sched = sched.clone();
+                let ops = &w.threads[t];
+                sc.spawn(move || {
+                    let s2 = sched.clone();
+                    interleave::set_thread_hook(Some(Arc::new(move |_p: Point| s2.pass(t))));
+                    sched.start(t);
+                    let mut res = Vec::new();
+                    for (k, op) in ops.iter().enumerate() {
+                        marker(t, k, true);
+                        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            apply_fs(fs, op)
+                        }));
+                        let Ok(r) = r else {
+                            // An engine panic (injected bugs): report it, and let the
+                            // others go on.
+                            res.push(Err(PANICKED));
+                            break;
+                        };
+                        res.push(r);
+                        marker(t, k, false);
+                        sched.pass(t);
+                    }
+                    interleave::set_thread_hook(None);
+                    sched.finish(t);
+                    res
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().map_err(|_| "a writer thread panicked".to_string()))
+            .collect::<Result<Vec<_>, String>>()
+    })?;
+    if sched.stuck() {
+        return Err("the scheduled threads got stuck (deadlock?)".into());
+    }
+    Ok(results)
+}
