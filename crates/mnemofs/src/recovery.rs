@@ -357,7 +357,7 @@ fn load_inode(
 }
 
 /// A committed group leader whose followers are still being read.
-struct Group {
+pub(crate) struct Group {
     left: u16,
     entries: Vec<(u64, Entry)>,
 }
@@ -396,7 +396,7 @@ fn read_entry(
 
 /// Replays the committed entries of one log page in `[base, end)`. `group` carries a
 /// committed concurrent group across pages (its members are consecutive slots).
-fn replay_page(
+pub(crate) fn replay_page(
     pm: &Pm,
     geo: &Geometry,
     st: &mut InodeState,
