@@ -127,22 +127,12 @@ fn pause(step: u32) {
     }
 }
 
-/// Waits politely: spin, then yield, then sleep up to 100 µs.
-#[derive(Default)]
-pub(crate) struct Backoff(u32);
-
-impl Backoff {
-    pub(crate) fn snooze(&mut self) {
-        pause(self.0);
-        self.0 = self.0.saturating_add(1);
-    }
-}
-
 /// The atomic 32-bit word the lock protocols run on: `std`'s [`AtomicU32`] in the file
 /// system, a model checker's in the model tests.
 pub(crate) trait Word {
     /// Failed attempts after which a writer raises `WAITING`.
     const PATIENCE: u32;
+    fn new(v: u32) -> Self;
     fn load(&self, o: Ordering) -> u32;
     fn compare_exchange_weak(
         &self,
@@ -151,6 +141,7 @@ pub(crate) trait Word {
         ok: Ordering,
         err: Ordering,
     ) -> Result<u32, u32>;
+    fn fetch_add(&self, v: u32, o: Ordering) -> u32;
     fn fetch_sub(&self, v: u32, o: Ordering) -> u32;
     fn fetch_or(&self, v: u32, o: Ordering) -> u32;
     fn fetch_and(&self, v: u32, o: Ordering) -> u32;
@@ -161,6 +152,9 @@ pub(crate) trait Word {
 impl Word for AtomicU32 {
     /// As long as the waiter spins: it raises `WAITING` when it starts yielding.
     const PATIENCE: u32 = 64;
+    fn new(v: u32) -> Self {
+        AtomicU32::new(v)
+    }
     fn load(&self, o: Ordering) -> u32 {
         AtomicU32::load(self, o)
     }
@@ -172,6 +166,9 @@ impl Word for AtomicU32 {
         err: Ordering,
     ) -> Result<u32, u32> {
         AtomicU32::compare_exchange_weak(self, cur, new, ok, err)
+    }
+    fn fetch_add(&self, v: u32, o: Ordering) -> u32 {
+        AtomicU32::fetch_add(self, v, o)
     }
     fn fetch_sub(&self, v: u32, o: Ordering) -> u32 {
         AtomicU32::fetch_sub(self, v, o)
@@ -359,14 +356,11 @@ pub(crate) mod model {
     /// explored schedules reach the waiting-writer states.
     pub(crate) struct ModelWord(AtomicU32);
 
-    impl ModelWord {
-        pub(crate) fn new(v: u32) -> Self {
-            ModelWord(AtomicU32::new(v))
-        }
-    }
-
     impl Word for ModelWord {
         const PATIENCE: u32 = 1;
+        fn new(v: u32) -> Self {
+            ModelWord(AtomicU32::new(v))
+        }
         fn load(&self, o: Ordering) -> u32 {
             self.0.load(o)
         }
@@ -378,6 +372,9 @@ pub(crate) mod model {
             err: Ordering,
         ) -> Result<u32, u32> {
             self.0.compare_exchange_weak(cur, new, ok, err)
+        }
+        fn fetch_add(&self, v: u32, o: Ordering) -> u32 {
+            self.0.fetch_add(v, o)
         }
         fn fetch_sub(&self, v: u32, o: Ordering) -> u32 {
             self.0.fetch_sub(v, o)
@@ -589,7 +586,7 @@ mod model_tests {
                 }
                 world.all_free();
             },
-            2000,
+            10000,
         );
     }
 
@@ -629,7 +626,7 @@ mod model_tests {
                 }
                 world.all_free();
             },
-            500,
+            2000,
         );
     }
 }
