@@ -6,8 +6,9 @@
 //! decides how much is really locked:
 //! - `inode` (NOVA's baseline): one reader-writer lock for the whole file;
 //! - `interval`: an augmented interval tree under one mutex ([`interval`]);
-//! - `segment`: one atomic word per segment ([`segment`]), plus a per-CPU "big
-//!   reader" lock that only to-the-end requests take exclusively.
+//! - `segment`: one atomic word per segment ([`segment`]; a waiting writer keeps
+//!   new readers out), plus a per-CPU, phase-fair "big reader" lock that only
+//!   to-the-end requests take exclusively.
 //!
 //! The range modes let writers of disjoint ranges copy their data in parallel; the
 //! log append that commits a write still happens under the inode's state lock (the
