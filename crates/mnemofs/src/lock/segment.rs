@@ -1,16 +1,58 @@
 //! pNOVA's segment range lock: one 32-bit atomic word per fixed-size segment of the
-//! file (top bit: a writer holds it; low 31 bits: readers). Writers CAS 0 → writer
-//! bit; readers add one unless the writer bit is set; segments are always taken in
-//! ascending order, so lockers never deadlock. A waiter spins briefly, then yields,
-//! then sleeps in growing steps: it never burns a core indefinitely.
+//! file. Segments are always taken in ascending order. A waiter spins briefly, then
+//! yields, then sleeps in growing steps: it never burns a core indefinitely.
+//!
+//! # The lock word
+//!
+//! ```text
+//!  31       30        29 .. 0
+//! [WRITER][WAITING][ readers ]
+//! ```
+//! - `WRITER`: a writer holds the segment. Writers take it by CAS from "no writer, no
+//!   readers" (`WAITING` may be set) to exactly `WRITER`, which also clears `WAITING`;
+//!   they release it by clearing `WRITER` alone (a `WAITING` raised meanwhile by
+//!   another writer stays).
+//! - `WAITING`: a writer that failed [`Word::PATIENCE`] times raises it; new readers
+//!   then back off, so the readers inside drain and the writer gets in: a stream of
+//!   readers cannot starve a writer (pNOVA's word had no such bit). The bit is cleared
+//!   only by a writer's acquiring CAS; a writer that still waits raises it again.
+//!   Hence *`WAITING` set implies some writer is waiting on this very segment*: the
+//!   last writer that raised it has not acquired since (acquiring would have cleared
+//!   it), and writers leave their wait loop only by acquiring.
+//! - readers (30 bits): readers add one by CAS unless `WRITER` or `WAITING` is set,
+//!   and subtract one on release.
+//!
+//! # Why ascending order cannot deadlock, `WAITING` included
+//!
+//! A locker waiting on segment `s` holds only segments below `s` (it takes its range
+//! upwards, one segment at a time). Suppose a set of lockers were stuck forever, and
+//! let `s` be the highest segment any of them waits on, `T` one that waits on it.
+//! `T` waits because of (a) a holder of `s` (writer or reader), or (b), `T` being a
+//! reader, because `WAITING` is set, i.e. (invariant above) a writer `U` waits on `s`.
+//! In (b), `U` itself only waits for holders of `s` (a writer's CAS ignores
+//! `WAITING`), so both cases come down to a holder `H` of `s`. `H` is not running to
+//! its release, so it is stuck too, on a segment above `s` (it holds `s`, and takes
+//! segments upwards) — contradicting the choice of `s`. So someone always progresses.
+//! In particular, a reader never waits for a writer while holding something that
+//! writer needs: what the writer needs is `s` and above, what a reader waiting on `s`
+//! holds is below `s`.
 //!
 //! The words live in chunks of 256 allocated on first touch, under a radix tree of
 //! 64-way nodes, so a file costs lock memory only for the ranges that were locked
 //! (`bytes()` reports it).
+//!
+//! The word protocol ([`try_read`], [`try_write`], [`lock_span`], ...) is generic over
+//! [`Word`], so the model tests run it unchanged on a model checker's atomics.
 
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
-const WRITER: u32 = 1 << 31;
+/// A writer holds the segment.
+pub(crate) const WRITER: u32 = 1 << 31;
+/// A writer waits for the segment: new readers stay out.
+pub(crate) const WAITING: u32 = 1 << 30;
+/// The reader count.
+pub(crate) const READERS: u32 = WAITING - 1;
+
 const CHUNK_BITS: u32 = 8;
 const CHUNK: usize = 1 << CHUNK_BITS;
 const FAN_BITS: u32 = 6;
@@ -84,20 +126,154 @@ fn new_chunk() -> Box<Chunk> {
     })
 }
 
-/// Waits politely: spin, then yield, then sleep up to 100 µs.
-#[derive(Default)]
-pub(crate) struct Backoff(u32);
+/// One step of a polite wait, the `step`-th (from 0): spin, then yield, then sleep up
+/// to 100 µs.
+fn pause(step: u32) {
+    if step < 64 {
+        std::hint::spin_loop();
+    } else if step < 128 {
+        std::thread::yield_now();
+    } else {
+        let us = (step - 127).min(100) as u64;
+        std::thread::sleep(std::time::Duration::from_micros(us));
+    }
+}
 
-impl Backoff {
-    pub(crate) fn snooze(&mut self) {
-        self.0 += 1;
-        if self.0 < 64 {
-            std::hint::spin_loop();
-        } else if self.0 < 128 {
-            std::thread::yield_now();
+/// The atomic 32-bit word the lock protocols run on: `std`'s [`AtomicU32`] in the file
+/// system, a model checker's in the model tests.
+pub(crate) trait Word {
+    /// Failed attempts after which a writer raises `WAITING`.
+    const PATIENCE: u32;
+    fn new(v: u32) -> Self;
+    fn load(&self, o: Ordering) -> u32;
+    fn compare_exchange_weak(
+        &self,
+        cur: u32,
+        new: u32,
+        ok: Ordering,
+        err: Ordering,
+    ) -> Result<u32, u32>;
+    fn fetch_add(&self, v: u32, o: Ordering) -> u32;
+    fn fetch_sub(&self, v: u32, o: Ordering) -> u32;
+    fn fetch_or(&self, v: u32, o: Ordering) -> u32;
+    fn fetch_and(&self, v: u32, o: Ordering) -> u32;
+    /// Waits before the next attempt; `step` counts the attempts that failed so far.
+    fn pause(step: u32);
+}
+
+impl Word for AtomicU32 {
+    /// As long as the waiter spins: it raises `WAITING` when it starts yielding.
+    const PATIENCE: u32 = 64;
+    fn new(v: u32) -> Self {
+        AtomicU32::new(v)
+    }
+    fn load(&self, o: Ordering) -> u32 {
+        AtomicU32::load(self, o)
+    }
+    fn compare_exchange_weak(
+        &self,
+        cur: u32,
+        new: u32,
+        ok: Ordering,
+        err: Ordering,
+    ) -> Result<u32, u32> {
+        AtomicU32::compare_exchange_weak(self, cur, new, ok, err)
+    }
+    fn fetch_add(&self, v: u32, o: Ordering) -> u32 {
+        AtomicU32::fetch_add(self, v, o)
+    }
+    fn fetch_sub(&self, v: u32, o: Ordering) -> u32 {
+        AtomicU32::fetch_sub(self, v, o)
+    }
+    fn fetch_or(&self, v: u32, o: Ordering) -> u32 {
+        AtomicU32::fetch_or(self, v, o)
+    }
+    fn fetch_and(&self, v: u32, o: Ordering) -> u32 {
+        AtomicU32::fetch_and(self, v, o)
+    }
+    fn pause(step: u32) {
+        pause(step)
+    }
+}
+
+/// One attempt to take `w` shared: fails while a writer holds or waits for it.
+pub(crate) fn try_read<W: Word>(w: &W) -> bool {
+    let mut v = w.load(Ordering::Relaxed);
+    loop {
+        if v & (WRITER | WAITING) != 0 {
+            return false;
+        }
+        debug_assert!(v & READERS < READERS, "segment reader count overflows");
+        // Retried only when another locker changed the word meanwhile (or spuriously):
+        // lock-free, nobody waits here.
+        match w.compare_exchange_weak(v, v + 1, Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => return true,
+            Err(now) => v = now,
+        }
+    }
+}
+
+/// One attempt to take `w` exclusively after `failed` failed ones: once patience ran
+/// out, raises `WAITING` so that new readers stay out until a writer got in.
+pub(crate) fn try_write<W: Word>(w: &W, failed: u32) -> bool {
+    let v = w.load(Ordering::Relaxed);
+    if v & !WAITING == 0 {
+        // No holder. A raised WAITING is ours or another waiting writer's: the CAS
+        // clears it, and a writer left waiting raises it again.
+        return w
+            .compare_exchange_weak(v, WRITER, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok();
+    }
+    if failed >= W::PATIENCE && v & WAITING == 0 {
+        w.fetch_or(WAITING, Ordering::Relaxed);
+    }
+    false
+}
+
+pub(crate) fn unlock_read<W: Word>(w: &W) {
+    let old = w.fetch_sub(1, Ordering::Release);
+    debug_assert!(old & READERS != 0, "segment read-unlocked without readers");
+}
+
+pub(crate) fn unlock_write<W: Word>(w: &W) {
+    // Keeps a WAITING raised by another writer while we held the segment.
+    let old = w.fetch_and(!WRITER, Ordering::Release);
+    debug_assert!(old & WRITER != 0, "segment write-unlocked without writer");
+}
+
+/// Takes segments `first..=last` of `word`, in ascending order.
+pub(crate) fn lock_span<'a, W: Word + 'a>(
+    word: impl Fn(u64) -> &'a W,
+    first: u64,
+    last: u64,
+    write: bool,
+) {
+    for s in first..=last {
+        let w = word(s);
+        let mut failed = 0u32;
+        while !(if write {
+            try_write(w, failed)
         } else {
-            let us = (self.0 - 127).min(100) as u64;
-            std::thread::sleep(std::time::Duration::from_micros(us));
+            try_read(w)
+        }) {
+            W::pause(failed);
+            failed = failed.saturating_add(1);
+        }
+    }
+}
+
+/// Releases segments `first..=last` of `word`, taken by [`lock_span`].
+pub(crate) fn unlock_span<'a, W: Word + 'a>(
+    word: impl Fn(u64) -> &'a W,
+    first: u64,
+    last: u64,
+    write: bool,
+) {
+    for s in first..=last {
+        if write {
+            unlock_write(word(s));
+        } else {
+            unlock_read(word(s));
         }
     }
 }
@@ -141,45 +317,19 @@ impl SegmentLock {
     }
 
     pub fn lock_write(&self, first: u64, last: u64) {
-        for s in first..=last {
-            let w = self.word(s);
-            let mut b = Backoff(0);
-            while w
-                .compare_exchange_weak(0, WRITER, Ordering::Acquire, Ordering::Relaxed)
-                .is_err()
-            {
-                b.snooze();
-            }
-        }
+        lock_span(|s| self.word(s), first, last, true);
     }
 
     pub fn unlock_write(&self, first: u64, last: u64) {
-        for s in first..=last {
-            self.word(s).store(0, Ordering::Release);
-        }
+        unlock_span(|s| self.word(s), first, last, true);
     }
 
     pub fn lock_read(&self, first: u64, last: u64) {
-        for s in first..=last {
-            let w = self.word(s);
-            let mut b = Backoff(0);
-            loop {
-                let v = w.load(Ordering::Relaxed);
-                if v & WRITER == 0
-                    && w.compare_exchange_weak(v, v + 1, Ordering::Acquire, Ordering::Relaxed)
-                        .is_ok()
-                {
-                    break;
-                }
-                b.snooze();
-            }
-        }
+        lock_span(|s| self.word(s), first, last, false);
     }
 
     pub fn unlock_read(&self, first: u64, last: u64) {
-        for s in first..=last {
-            self.word(s).fetch_sub(1, Ordering::Release);
-        }
+        unlock_span(|s| self.word(s), first, last, false);
     }
 }
 
@@ -202,6 +352,72 @@ fn free_level(p: *mut (), level: u32) {
 impl Drop for SegmentLock {
     fn drop(&mut self) {
         free_level(self.root.load(Ordering::Relaxed), LEVELS);
+    }
+}
+
+/// The lock protocols on shuttle's atomics, for the model tests (shuttle explores the
+/// interleavings of its threads at every atomic operation; it models sequentially
+/// consistent atomics, so it checks the protocol's logic, not its memory orderings).
+#[cfg(test)]
+pub(crate) mod model {
+    use super::Word;
+    use shuttle::sync::atomic::AtomicU32;
+    use std::sync::atomic::Ordering;
+
+    /// shuttle's atomic word, raising `WAITING` after one failed attempt, so that the
+    /// explored schedules reach the waiting-writer states.
+    pub(crate) struct ModelWord(AtomicU32);
+
+    impl Word for ModelWord {
+        const PATIENCE: u32 = 1;
+        fn new(v: u32) -> Self {
+            ModelWord(AtomicU32::new(v))
+        }
+        fn load(&self, o: Ordering) -> u32 {
+            self.0.load(o)
+        }
+        fn compare_exchange_weak(
+            &self,
+            cur: u32,
+            new: u32,
+            ok: Ordering,
+            err: Ordering,
+        ) -> Result<u32, u32> {
+            self.0.compare_exchange_weak(cur, new, ok, err)
+        }
+        fn fetch_add(&self, v: u32, o: Ordering) -> u32 {
+            self.0.fetch_add(v, o)
+        }
+        fn fetch_sub(&self, v: u32, o: Ordering) -> u32 {
+            self.0.fetch_sub(v, o)
+        }
+        fn fetch_or(&self, v: u32, o: Ordering) -> u32 {
+            self.0.fetch_or(v, o)
+        }
+        fn fetch_and(&self, v: u32, o: Ordering) -> u32 {
+            self.0.fetch_and(v, o)
+        }
+        /// A waiter hands the processor to the scheduler at every step.
+        fn pause(_step: u32) {
+            shuttle::thread::yield_now();
+        }
+    }
+
+    /// A shuttle configuration whose step bound turns a livelock (every thread
+    /// spinning forever: a deadlock or a lost wakeup of a spinning lock) into a
+    /// failure instead of a hang.
+    pub(crate) fn config() -> shuttle::Config {
+        let mut c = shuttle::Config::new();
+        c.max_steps = shuttle::MaxSteps::FailAfter(100_000);
+        c
+    }
+
+    /// Runs `f` under shuttle's random scheduler, then its PCT scheduler.
+    pub(crate) fn check<F: Fn() + Send + Sync + Clone + 'static>(f: F, iterations: usize) {
+        use shuttle::scheduler::{PctScheduler, RandomScheduler};
+        shuttle::Runner::new(RandomScheduler::new_from_seed(0x5eed, iterations), config())
+            .run(f.clone());
+        shuttle::Runner::new(PctScheduler::new_from_seed(0x5eed, 3, iterations), config()).run(f);
     }
 }
 
@@ -248,6 +464,41 @@ mod tests {
         assert!(l.bytes() < 64 << 10);
     }
 
+    /// The schedule that starved pNOVA's writers, step by step: reader 1 holds the
+    /// segment, the writer fails until it raises WAITING, reader 2 arrives; reader 2
+    /// must stay out (else readers 1 and 2 could hand the segment to each other
+    /// forever), and the writer gets in once reader 1 leaves.
+    #[test]
+    fn a_waiting_writer_keeps_new_readers_out() {
+        let w = AtomicU32::new(0);
+        assert!(try_read(&w));
+        let mut failed = 0;
+        while failed <= <AtomicU32 as Word>::PATIENCE {
+            assert!(!try_write(&w, failed));
+            failed += 1;
+        }
+        assert_eq!(w.load(Ordering::Relaxed), WAITING | 1);
+        assert!(!try_read(&w), "a new reader overtook a waiting writer");
+        unlock_read(&w);
+        // A weak CAS may fail spuriously: retry a few times.
+        assert!((0..100).any(|_| try_write(&w, failed)));
+        assert_eq!(
+            w.load(Ordering::Relaxed),
+            WRITER,
+            "acquiring clears WAITING"
+        );
+        // A second writer waits meanwhile; the release keeps its WAITING.
+        assert!(!try_write(&w, <AtomicU32 as Word>::PATIENCE));
+        unlock_write(&w);
+        assert_eq!(w.load(Ordering::Relaxed), WAITING);
+        assert!(!try_read(&w));
+        assert!((0..100).any(|_| try_write(&w, 0)));
+        unlock_write(&w);
+        assert!(try_read(&w));
+        unlock_read(&w);
+        assert_eq!(w.load(Ordering::Relaxed), 0);
+    }
+
     #[test]
     fn readers_share_writers_exclude() {
         let l = SegmentLock::new(4096);
@@ -265,5 +516,147 @@ mod tests {
         assert_eq!((a, b), (MAX_SEGMENTS - 1, MAX_SEGMENTS - 1));
         l.lock_write(a, b);
         l.unlock_write(a, b);
+    }
+}
+
+/// Model tests of the word protocol under shuttle: every schedule explored must keep
+/// writers apart and readers out of a writer's segments, finish (a deadlock or lost
+/// wakeup would spin past the step bound), and leave every word at zero.
+#[cfg(test)]
+mod model_tests {
+    use super::model::{check, ModelWord};
+    use super::*;
+    use shuttle::sync::atomic::AtomicI32;
+    use shuttle::sync::Arc;
+    use shuttle::thread;
+
+    /// Shadow occupancy per segment: -1 a writer, n > 0 readers.
+    struct World {
+        words: Vec<ModelWord>,
+        occ: Vec<AtomicI32>,
+    }
+
+    impl World {
+        fn new(n: usize) -> Arc<World> {
+            Arc::new(World {
+                words: (0..n).map(|_| ModelWord::new(0)).collect(),
+                occ: (0..n).map(|_| AtomicI32::new(0)).collect(),
+            })
+        }
+
+        /// Locks `first..=last`, checks exclusion inside, releases.
+        fn visit(&self, first: u64, last: u64, write: bool) {
+            let word = |s: u64| &self.words[s as usize];
+            lock_span(word, first, last, write);
+            for o in &self.occ[first as usize..=last as usize] {
+                if write {
+                    assert_eq!(
+                        o.swap(-1, Ordering::SeqCst),
+                        0,
+                        "a writer shares its segment"
+                    );
+                } else {
+                    assert!(
+                        o.fetch_add(1, Ordering::SeqCst) >= 0,
+                        "a reader in a written segment"
+                    );
+                }
+            }
+            thread::yield_now();
+            for o in &self.occ[first as usize..=last as usize] {
+                if write {
+                    assert_eq!(
+                        o.swap(0, Ordering::SeqCst),
+                        -1,
+                        "a writer shares its segment"
+                    );
+                } else {
+                    assert!(
+                        o.fetch_sub(1, Ordering::SeqCst) > 0,
+                        "a reader in a written segment"
+                    );
+                }
+            }
+            unlock_span(word, first, last, write);
+        }
+
+        fn all_free(&self) {
+            for (i, w) in self.words.iter().enumerate() {
+                assert_eq!(
+                    w.load(Ordering::SeqCst),
+                    0,
+                    "segment {i} left locked or WAITING"
+                );
+            }
+        }
+    }
+
+    /// Overlapping writers and readers over three segments, twice each.
+    #[test]
+    fn writers_and_readers_exclude_and_finish() {
+        check(
+            || {
+                let world = World::new(3);
+                let jobs = [(0, 1, true), (1, 2, true), (0, 2, false), (1, 1, false)];
+                let ts: Vec<_> = jobs
+                    .into_iter()
+                    .map(|(a, b, write)| {
+                        let world = world.clone();
+                        thread::spawn(move || {
+                            for _ in 0..2 {
+                                world.visit(a, b, write);
+                            }
+                        })
+                    })
+                    .collect();
+                for t in ts {
+                    if t.join().is_err() {
+                        panic!("a locker panicked");
+                    }
+                }
+                world.all_free();
+            },
+            10000,
+        );
+    }
+
+    /// Two readers re-take a segment as long as the writer is not done, always
+    /// overlapping each other so that the word is never free; the writer must still
+    /// get in (without WAITING, round-robin-like schedules spin forever).
+    #[test]
+    fn a_stream_of_readers_cannot_starve_writers() {
+        check(
+            || {
+                let world = World::new(2);
+                let done = Arc::new(AtomicI32::new(0));
+                let writers: Vec<_> = [(0, 1), (1, 1)]
+                    .into_iter()
+                    .map(|(a, b)| {
+                        let (world, done) = (world.clone(), done.clone());
+                        thread::spawn(move || {
+                            world.visit(a, b, true);
+                            done.fetch_add(1, Ordering::SeqCst);
+                        })
+                    })
+                    .collect();
+                let readers: Vec<_> = (0..2)
+                    .map(|_| {
+                        let (world, done) = (world.clone(), done.clone());
+                        thread::spawn(move || {
+                            while done.load(Ordering::SeqCst) < 2 {
+                                world.visit(1, 1, false);
+                            }
+                        })
+                    })
+                    .collect();
+                for t in writers.into_iter().chain(readers) {
+                    if t.join().is_err() {
+                        panic!("a locker panicked");
+                    }
+                }
+                world.all_free();
+            },
+            2000,
+        );
     }
 }
