@@ -10,9 +10,9 @@
 //!   new readers out), plus a per-CPU, phase-fair "big reader" lock that only
 //!   to-the-end requests take exclusively.
 //!
-//! The range modes let writers of disjoint ranges copy their data in parallel; the
-//! log append that commits a write still happens under the inode's state lock (the
-//! concurrent append protocol of pNOVA §3.3 is the next step of the range-lock issue).
+//! The range modes let writers of disjoint ranges copy their data in parallel and
+//! commit it with the concurrent append protocol of pNOVA §3.3 (`log` module): the
+//! inode's state lock is held only to reserve log slots and to apply the result.
 
 mod interval;
 mod segment;

@@ -484,8 +484,9 @@ mod tests {
         log.commit(&st);
         let log = Arc::new(Mutex::new(log));
         // (pgoff, block) of every append that returned, and of every one reserved.
-        let returned: Arc<Mutex<Vec<Vec<(u64, u64)>>>> = Arc::new(Mutex::new(Vec::new()));
-        let all: Arc<Mutex<Vec<Vec<(u64, u64)>>>> = Arc::new(Mutex::new(Vec::new()));
+        type Appends = Arc<Mutex<Vec<Vec<(u64, u64)>>>>;
+        let returned: Appends = Arc::new(Mutex::new(Vec::new()));
+        let all: Appends = Arc::new(Mutex::new(Vec::new()));
 
         // What recovery would replay now: page -> block.
         let replay = {
