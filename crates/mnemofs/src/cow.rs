@@ -121,6 +121,9 @@ impl Fs {
                 .write(off / BLOCK * BLOCK, off.saturating_add(data.len() as u64)),
             None => inode.data.write(0, u64::MAX),
         };
+        if let (Some(off), false) = (offset, self.opts.lock == LockMode::Inode) {
+            return self.write_concurrent(&inode, off, data).map(|n| (off, n));
+        }
         let (off, old) = {
             let st = inode.state.lock();
             regular(&st, FsError::Invalid("write to a special file"))?;
@@ -132,21 +135,36 @@ impl Fs {
             if end > MAX_FILE_SIZE {
                 return Err(FsError::TooBig);
             }
-            // Old blocks of the partial head and tail pages, to merge.
-            let first = off / BLOCK;
-            let last = (end - 1) / BLOCK;
-            let head = st.pages.get(&first).map(|p| p.block);
-            let tail = st.pages.get(&last).map(|p| p.block);
-            (off, (head, tail))
+            (off, Self::partial_pages(&st, off, end))
         };
         let end = off + data.len() as u64;
         let first = off / BLOCK;
         let last = (end - 1) / BLOCK;
-        let npages = last - first + 1;
-        let runs = self.space.alloc(npages, false)?;
+        let runs = self.space.alloc(last - first + 1, false)?;
+        self.copy_in(&runs, off, data, old);
+        if self.opts.lock == LockMode::Inode {
+            self.commit_write_locked(&inode, first, end, &runs)?;
+        } else {
+            self.commit_write_concurrent(&inode, first, end, &runs)?;
+        }
+        Ok((off, data.len()))
+    }
+
+    /// Old blocks of the partial head and tail pages of `[off, end)`, to merge.
+    fn partial_pages(st: &InodeState, off: u64, end: u64) -> (Option<u64>, Option<u64>) {
+        let head = st.pages.get(&(off / BLOCK)).map(|p| p.block);
+        let tail = st.pages.get(&((end - 1) / BLOCK)).map(|p| p.block);
+        (head, tail)
+    }
+
+    /// Stores `data` (at file offset `off`) into the fresh blocks `runs`, merging the
+    /// partial head and tail pages with their old blocks `old`.
+    fn copy_in(&self, runs: &[Run], off: u64, data: &[u8], old: (Option<u64>, Option<u64>)) {
+        let end = off + data.len() as u64;
+        let first = off / BLOCK;
         let mut page = vec![0u8; BLOCK as usize];
         let mut pg = first;
-        for &(start, len) in &runs {
+        for &(start, len) in runs {
             for b in start..start + len {
                 let pstart = pg * BLOCK;
                 let lo = off.max(pstart) - pstart;
@@ -166,12 +184,63 @@ impl Fs {
                 pg += 1;
             }
         }
-        if self.opts.lock == LockMode::Inode {
-            self.commit_write_locked(&inode, first, end, &runs)?;
-        } else {
-            self.commit_write_concurrent(&inode, first, end, &runs)?;
+    }
+
+    /// A bounded write in the `interval` and `segment` lock modes: blocks are
+    /// allocated first, so one short state-lock section reads the old partial pages
+    /// and reserves the log slots; data, entries and the commit mark are written
+    /// outside it (concurrent append protocol, `log` module), and a second short
+    /// section applies the result.
+    fn write_concurrent(&self, inode: &Inode, off: u64, data: &[u8]) -> Result<usize> {
+        if data.is_empty() {
+            let st = inode.state.lock();
+            regular(&st, FsError::Invalid("write to a special file"))?;
+            return Ok(0);
         }
-        Ok((off, data.len()))
+        let end = off.checked_add(data.len() as u64).ok_or(FsError::TooBig)?;
+        if end > MAX_FILE_SIZE {
+            return Err(FsError::TooBig);
+        }
+        let first = off / BLOCK;
+        let last = (end - 1) / BLOCK;
+        let runs = self.space.alloc(last - first + 1, false)?;
+        let reserved = {
+            let mut st = inode.state.lock();
+            match Self::reserve_write(self, &mut st, first, end, &runs) {
+                Ok((r, entries)) => Ok((r, entries, Self::partial_pages(&st, off, end))),
+                Err(e) => Err(e),
+            }
+        };
+        let (r, entries, old) = match reserved {
+            Ok(x) => x,
+            Err(e) => {
+                self.space.free_runs(&runs);
+                return Err(e);
+            }
+        };
+        self.copy_in(&runs, off, data, old);
+        interleave::point(Point::DataWritten);
+        self.finish_concurrent(inode, &r, &entries);
+        Ok(data.len())
+    }
+
+    /// Concurrent append, reserve step: checks the file and reserves slots for the
+    /// Write entries of `runs` (state lock held by the caller).
+    fn reserve_write(
+        &self,
+        st: &mut InodeState,
+        first: u64,
+        end: u64,
+        runs: &[Run],
+    ) -> Result<(log::Reservation, Vec<Entry>)> {
+        regular(st, FsError::Invalid("write to a special file"))?;
+        // Taken under the lock, so times grow in log order.
+        let now = Timespec::now();
+        let entries = Self::write_entries(first, runs, st.size.max(end), now);
+        let owner = st.ino;
+        let r = st.log.reserve(&self.pm, &self.space, owner, &entries)?;
+        self.note_writers(st.log.inflight as u64);
+        Ok((r, entries))
     }
 
     /// Records how many data writes of one file are between reserving their log slots
@@ -218,9 +287,8 @@ impl Fs {
         Ok(())
     }
 
-    /// Commits a data write with the concurrent append protocol (`log` module): the
-    /// state lock is held only to reserve slots and to apply; entries are written,
-    /// fenced and marked outside it, so writers of disjoint ranges overlap.
+    /// Commits a data write (whose data is already stored) with the concurrent append
+    /// protocol: reserve, then [`finish_concurrent`](Self::finish_concurrent).
     fn commit_write_concurrent(
         &self,
         inode: &Inode,
@@ -229,37 +297,33 @@ impl Fs {
         runs: &[Run],
     ) -> Result<()> {
         interleave::point(Point::DataWritten);
-        let ioff = self.geo.inode_off(inode.ino);
-        let (r, entries) = {
+        let reserved = {
             let mut st = inode.state.lock();
-            if st.dead {
+            self.reserve_write(&mut st, first, end, runs)
+        };
+        let (r, entries) = match reserved {
+            Ok(x) => x,
+            Err(e) => {
                 self.space.free_runs(runs);
-                return Err(FsError::NotFound);
-            }
-            // Taken under the lock, so times grow in log order.
-            let now = Timespec::now();
-            let entries = Self::write_entries(first, runs, st.size.max(end), now);
-            let owner = st.ino;
-            match st.log.reserve(&self.pm, &self.space, owner, &entries) {
-                Ok(r) => {
-                    self.note_writers(st.log.inflight as u64);
-                    (r, entries)
-                }
-                Err(e) => {
-                    drop(st);
-                    self.space.free_runs(runs);
-                    return Err(e);
-                }
+                return Err(e);
             }
         };
+        self.finish_concurrent(inode, &r, &entries);
+        Ok(())
+    }
+
+    /// Concurrent append after the reservation (data pages stored): entries, fence,
+    /// mark, complete, fence; then the superseded blocks are freed. Cannot fail.
+    fn finish_concurrent(&self, inode: &Inode, r: &log::Reservation, entries: &[Entry]) {
         interleave::point(Point::Reserved);
-        let word = log::write_reserved(&self.pm, &r, &entries);
+        let ioff = self.geo.inode_off(inode.ino);
+        let word = log::write_reserved(&self.pm, r, entries);
         // Fence: the data pages (non-temporal stores) and the entry bodies are durable
         // before the commit mark that makes them part of the file.
         if !bugs::on(Bug::NoFenceBeforeTail) {
             self.pm.fence();
         }
-        log::mark_reserved(&self.pm, &r, word);
+        log::mark_reserved(&self.pm, r, word);
         interleave::point(Point::Marked);
         let mut freed: Vec<Run> = Vec::new();
         let gc_due = {
@@ -267,7 +331,7 @@ impl Fs {
             for (e, &off) in entries.iter().zip(&r.offsets) {
                 freed.extend(st.apply(off, e));
             }
-            if !st.log.complete(&self.pm, ioff, &r) {
+            if !st.log.complete(&self.pm, ioff, r) {
                 // A later writer stored a tail past our slots; it may not have fenced
                 // yet, so we write the line back ourselves before our fence.
                 self.pm.flush(ioff + INO_TAIL_OFF, 8);
@@ -284,7 +348,6 @@ impl Fs {
             let mut st = inode.state.lock();
             self.gc(&mut st);
         }
-        Ok(())
     }
 
     /// Stores a fresh data page with non-temporal stores: durable at the commit's

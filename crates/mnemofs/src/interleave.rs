@@ -15,7 +15,8 @@ use std::sync::Arc;
 /// Where a concurrent data write may be interleaved with others.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Point {
-    /// New data pages are written; nothing is reserved yet.
+    /// New data pages are stored (bounded writes reserve their slots first, appends
+    /// after).
     DataWritten,
     /// Log slots are reserved; nothing is written to them yet.
     Reserved,
