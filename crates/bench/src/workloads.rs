@@ -10,7 +10,7 @@
 use crate::config::{Params, Workload};
 use crate::dist::skewed_block;
 use crate::error::{BenchError, BenchResultT};
-use mnemofs::{Fs, FsError, Ino, SetAttr, ROOT_INO};
+use mnemofs::{FileHandle, Fs, FsError, Ino, SetAttr, ROOT_INO};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::VecDeque;
@@ -159,13 +159,13 @@ pub fn prepare(
                 let off = t as u64 * p.io_size;
                 out.push(if w == Workload::Dwom {
                     Box::new(Overwrite {
-                        ino,
+                        file: fs.open_handle(ino).map_err(|e| BenchError::fs("open", e))?,
                         off,
                         buf: io.clone(),
                     })
                 } else {
                     Box::new(ReadAt {
-                        ino,
+                        file: fs.open_handle(ino).map_err(|e| BenchError::fs("open", e))?,
                         off,
                         buf: vec![0; p.io_size as usize],
                     })
@@ -177,7 +177,7 @@ pub fn prepare(
                 let ino = create(fs, ROOT_INO, &name("private", t as u64))?;
                 fill(fs, ino, p.io_size, &chunk).map_err(|e| fill_err("private", e))?;
                 out.push(Box::new(ReadAt {
-                    ino,
+                    file: fs.open_handle(ino).map_err(|e| BenchError::fs("open", e))?,
                     off: 0,
                     buf: vec![0; p.io_size as usize],
                 }));
@@ -304,30 +304,31 @@ pub fn prepare(
     Ok(out)
 }
 
-/// FxMark DWOM: overwrite one block.
+/// FxMark DWOM: overwrite one block (through a handle each thread opened, as
+/// FxMark's processes open the file once and then pwrite).
 struct Overwrite {
-    ino: Ino,
+    file: FileHandle,
     off: u64,
     buf: Vec<u8>,
 }
 
 impl Worker for Overwrite {
     fn op(&mut self, fs: &Fs) -> Result<OpOutcome, FsError> {
-        let n = fs.write(self.ino, self.off, &self.buf)?;
+        let n = fs.handle_write(&self.file, self.off, &self.buf)?;
         Ok(OpOutcome::written(n as u64))
     }
 }
 
-/// FxMark DRBM / DRBL: read one block.
+/// FxMark DRBM / DRBL: read one block (through a handle, as above).
 struct ReadAt {
-    ino: Ino,
+    file: FileHandle,
     off: u64,
     buf: Vec<u8>,
 }
 
 impl Worker for ReadAt {
     fn op(&mut self, fs: &Fs) -> Result<OpOutcome, FsError> {
-        let n = fs.read(self.ino, self.off, &mut self.buf)?;
+        let n = fs.handle_read(&self.file, self.off, &mut self.buf)?;
         Ok(OpOutcome::read(n as u64))
     }
 }

@@ -10,13 +10,26 @@
 use crate::bugs::{self, Bug};
 use crate::error::{FsError, Result};
 use crate::format::{Entry, BLOCK, INO_TAIL_OFF};
-use crate::fs::{Fs, MAX_FILE_SIZE};
+use crate::fs::{FileHandle, Fs, MAX_FILE_SIZE};
 use crate::inode::{Inode, InodeState};
 use crate::interleave::{self, Point};
 use crate::log;
 use crate::space::Run;
 use crate::types::*;
 use std::sync::atomic::Ordering;
+
+/// Takes the inode's state lock for one of the short sections of a concurrent write:
+/// they last a few hundred nanoseconds, less than parking a thread and waking it, so
+/// a contended attempt spins a while before it blocks.
+fn lock_briefly(inode: &Inode) -> parking_lot::MutexGuard<'_, InodeState> {
+    for _ in 0..200 {
+        if let Some(g) = inode.state.try_lock() {
+            return g;
+        }
+        std::hint::spin_loop();
+    }
+    inode.state.lock()
+}
 
 /// fallocate flags (linux/falloc.h).
 const FALLOC_FL_KEEP_SIZE: i32 = 0x01;
@@ -60,38 +73,53 @@ fn push_runs(st: &InodeState, pages: &[u64], blocks: Option<&[u64]>, entries: &m
 }
 
 impl Fs {
+    /// Reads through the lock-free page index (`index` module): the shared range lock
+    /// keeps writers, truncation and freeing off these pages, so no state lock is
+    /// taken and readers of one file share no cache line in the `segment` mode.
     pub fn read(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let inode = self.get(ino)?;
+        self.read_inode(&inode, offset, buf)
+    }
+
+    /// `read` through an open handle (no inode-table lookup).
+    pub fn handle_read(&self, h: &FileHandle, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        self.read_inode(&h.inode, offset, buf)
+    }
+
+    /// `write` through an open handle (no inode-table lookup).
+    pub fn handle_write(&self, h: &FileHandle, offset: u64, data: &[u8]) -> Result<usize> {
+        self.write_inode(&h.inode, Some(offset), data)
+            .map(|(_, n)| n)
+    }
+
+    fn read_inode(&self, inode: &Inode, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let end_req = offset.saturating_add(buf.len() as u64);
         let _r = inode.data.read(offset, end_req);
-        let (n, blocks) = {
-            let st = inode.state.lock();
-            regular(&st, FsError::Invalid("read of a special file"))?;
-            if offset >= st.size || buf.is_empty() {
-                return Ok(0);
-            }
-            let n = (buf.len() as u64).min(st.size - offset);
-            let first = offset / BLOCK;
-            let last = (offset + n - 1) / BLOCK;
-            let blocks: Vec<(u64, u64)> = st
-                .pages
-                .range(first..=last)
-                .map(|(&pg, p)| (pg, p.block))
-                .collect();
-            (n, blocks)
-        };
-        // Copy outside the inode's state lock; the shared data lock keeps the pages
-        // from being freed meanwhile.
+        if inode.index.dead() {
+            return Err(FsError::NotFound);
+        }
+        match inode.kind {
+            FileKind::Regular => {}
+            FileKind::Directory => return Err(FsError::IsDir),
+            _ => return Err(FsError::Invalid("read of a special file")),
+        }
+        let size = inode.index.size();
+        if offset >= size || buf.is_empty() {
+            return Ok(0);
+        }
+        let n = (buf.len() as u64).min(size - offset);
         let out = &mut buf[..n as usize];
-        out.fill(0);
-        for (pg, block) in blocks {
+        let first = offset / BLOCK;
+        let last = (offset + n - 1) / BLOCK;
+        for pg in first..=last {
             let pstart = pg * BLOCK;
             let lo = offset.max(pstart);
             let hi = (offset + n).min(pstart + BLOCK);
-            self.pm.read(
-                block * BLOCK + (lo - pstart),
-                &mut out[(lo - offset) as usize..(hi - offset) as usize],
-            );
+            let dst = &mut out[(lo - offset) as usize..(hi - offset) as usize];
+            match inode.index.get(pg) {
+                0 => dst.fill(0),
+                block => self.pm.read(block * BLOCK + (lo - pstart), dst),
+            }
         }
         Ok(n as usize)
     }
@@ -106,11 +134,11 @@ impl Fs {
     }
 
     fn write_at(&self, ino: Ino, offset: Option<u64>, data: &[u8]) -> Result<(u64, usize)> {
-        self.write_locked(ino, offset, data)
+        let inode = self.get(ino)?;
+        self.write_inode(&inode, offset, data)
     }
 
-    fn write_locked(&self, ino: Ino, offset: Option<u64>, data: &[u8]) -> Result<(u64, usize)> {
-        let inode = self.get(ino)?;
+    fn write_inode(&self, inode: &Inode, offset: Option<u64>, data: &[u8]) -> Result<(u64, usize)> {
         // Appends lock to the end of the file (their offset is the size, read under
         // the lock). A bounded write locks its own pages even when it extends the
         // file: its size_after is computed under the state lock at commit, so
@@ -122,7 +150,7 @@ impl Fs {
             None => inode.data.write(0, u64::MAX),
         };
         if let (Some(off), false) = (offset, self.opts.lock == LockMode::Inode) {
-            return self.write_concurrent(&inode, off, data).map(|n| (off, n));
+            return self.write_concurrent(inode, off, data).map(|n| (off, n));
         }
         let (off, old) = {
             let st = inode.state.lock();
@@ -143,9 +171,9 @@ impl Fs {
         let runs = self.space.alloc(last - first + 1, false)?;
         self.copy_in(&runs, off, data, old);
         if self.opts.lock == LockMode::Inode {
-            self.commit_write_locked(&inode, first, end, &runs)?;
+            self.commit_write_locked(inode, first, end, &runs)?;
         } else {
-            self.commit_write_concurrent(&inode, first, end, &runs)?;
+            self.commit_write_concurrent(inode, first, end, &runs)?;
         }
         Ok((off, data.len()))
     }
@@ -162,7 +190,8 @@ impl Fs {
     fn copy_in(&self, runs: &[Run], off: u64, data: &[u8], old: (Option<u64>, Option<u64>)) {
         let end = off + data.len() as u64;
         let first = off / BLOCK;
-        let mut page = vec![0u8; BLOCK as usize];
+        // The merge buffer, allocated only for a partial page.
+        let mut page: Vec<u8> = Vec::new();
         let mut pg = first;
         for &(start, len) in runs {
             for b in start..start + len {
@@ -174,6 +203,7 @@ impl Fs {
                     self.store_data(b * BLOCK, src);
                 } else {
                     let old_block = if pg == first { old.0 } else { old.1 };
+                    page.resize(BLOCK as usize, 0);
                     match old_block {
                         Some(ob) => self.pm.read(ob * BLOCK, &mut page),
                         None => page.fill(0),
@@ -204,15 +234,21 @@ impl Fs {
         let first = off / BLOCK;
         let last = (end - 1) / BLOCK;
         let runs = self.space.alloc(last - first + 1, false)?;
+        // Built outside the lock: a Write's size and mtime count by maximum
+        // (`InodeState::apply`), so its own end and the time now are enough.
+        let entries = Self::write_entries(first, &runs, end, Timespec::now());
+        // The old partial pages, from the lock-free index: our exclusive range lock
+        // keeps them stable.
+        let old = (
+            Some(inode.index.get(first)).filter(|&b| b != 0),
+            Some(inode.index.get(last)).filter(|&b| b != 0),
+        );
         let reserved = {
-            let mut st = inode.state.lock();
-            match Self::reserve_write(self, &mut st, first, end, &runs) {
-                Ok((r, entries)) => Ok((r, entries, Self::partial_pages(&st, off, end))),
-                Err(e) => Err(e),
-            }
+            let mut st = lock_briefly(inode);
+            self.reserve_entries(&mut st, &entries)
         };
-        let (r, entries, old) = match reserved {
-            Ok(x) => x,
+        let r = match reserved {
+            Ok(r) => r,
             Err(e) => {
                 self.space.free_runs(&runs);
                 return Err(e);
@@ -224,23 +260,14 @@ impl Fs {
         Ok(data.len())
     }
 
-    /// Concurrent append, reserve step: checks the file and reserves slots for the
-    /// Write entries of `runs` (state lock held by the caller).
-    fn reserve_write(
-        &self,
-        st: &mut InodeState,
-        first: u64,
-        end: u64,
-        runs: &[Run],
-    ) -> Result<(log::Reservation, Vec<Entry>)> {
+    /// Concurrent append, reserve step: checks the file and reserves slots for
+    /// `entries` (state lock held by the caller).
+    fn reserve_entries(&self, st: &mut InodeState, entries: &[Entry]) -> Result<log::Reservation> {
         regular(st, FsError::Invalid("write to a special file"))?;
-        // Taken under the lock, so times grow in log order.
-        let now = Timespec::now();
-        let entries = Self::write_entries(first, runs, st.size.max(end), now);
         let owner = st.ino;
-        let r = st.log.reserve(&self.pm, &self.space, owner, &entries)?;
+        let r = st.log.reserve(&self.pm, &self.space, owner, entries)?;
         self.note_writers(st.log.inflight as u64);
-        Ok((r, entries))
+        Ok(r)
     }
 
     /// Records how many data writes of one file are between reserving their log slots
@@ -297,12 +324,13 @@ impl Fs {
         runs: &[Run],
     ) -> Result<()> {
         interleave::point(Point::DataWritten);
+        let entries = Self::write_entries(first, runs, end, Timespec::now());
         let reserved = {
-            let mut st = inode.state.lock();
-            self.reserve_write(&mut st, first, end, runs)
+            let mut st = lock_briefly(inode);
+            self.reserve_entries(&mut st, &entries)
         };
-        let (r, entries) = match reserved {
-            Ok(x) => x,
+        let r = match reserved {
+            Ok(r) => r,
             Err(e) => {
                 self.space.free_runs(runs);
                 return Err(e);
@@ -327,17 +355,16 @@ impl Fs {
         interleave::point(Point::Marked);
         let mut freed: Vec<Run> = Vec::new();
         let gc_due = {
-            let mut st = inode.state.lock();
+            let mut st = lock_briefly(inode);
             for (e, &off) in entries.iter().zip(&r.offsets) {
                 freed.extend(st.apply(off, e));
             }
-            if !st.log.complete(&self.pm, ioff, r) {
-                // A later writer stored a tail past our slots; it may not have fenced
-                // yet, so we write the line back ourselves before our fence.
-                self.pm.flush(ioff + INO_TAIL_OFF, 8);
-            }
+            st.log.complete(&self.pm, ioff, r);
             st.log.gc_hint || st.log.wants_compaction()
         };
+        // Outside the lock: the tail word holds our end or a later writer's (which may
+        // not have fenced yet); either way this writes it back before our fence.
+        self.pm.flush(ioff + INO_TAIL_OFF, 8);
         // Fence: the commit mark and a tail covering it are durable before the write
         // returns, and before the blocks it superseded can be reused.
         if !bugs::on(Bug::NoFenceAfterTail) {

@@ -40,6 +40,17 @@ pub(crate) struct InodeTable {
 }
 
 /// A mounted mnemofs. Safe for concurrent callers (`&self` everywhere).
+/// An open file (see [`Fs::open_handle`]).
+pub struct FileHandle {
+    pub(crate) inode: Arc<Inode>,
+}
+
+impl FileHandle {
+    pub fn ino(&self) -> Ino {
+        self.inode.ino
+    }
+}
+
 pub struct Fs {
     pub(crate) pm: Pm,
     pub(crate) geo: Geometry,
@@ -397,6 +408,8 @@ impl Fs {
             return Err(e);
         }
         let mut ns = InodeState::new(st.ino, st.kind);
+        // Same mapping, same lock-free index (readers may be using it right now).
+        ns.index = st.index.clone();
         ns.parent = st.parent;
         ns.log.commit(&staged);
         for (e, &off) in entries.iter().zip(&staged.offsets) {
@@ -433,6 +446,7 @@ impl Fs {
         // Fence: the inode is free on PM before its blocks can be reused.
         self.pm.fence();
         st.dead = true;
+        st.index.set_dead();
         let mut runs: Vec<Run> = Vec::new();
         for b in st.data_blocks() {
             crate::inode::push_run(&mut runs, b);
@@ -613,6 +627,22 @@ impl Fs {
         }
         inode.opens.fetch_add(1, Ordering::AcqRel);
         Ok(())
+    }
+
+    /// Opens `ino` like [`open`](Self::open) and returns a handle that holds the
+    /// inode, so that [`handle_read`](Self::handle_read) and
+    /// [`handle_write`](Self::handle_write) skip the inode-table lookup (a kernel's
+    /// `struct file`). Give it back with [`close_handle`](Self::close_handle).
+    pub fn open_handle(&self, ino: Ino) -> Result<FileHandle> {
+        self.open(ino)?;
+        Ok(FileHandle {
+            inode: self.get(ino)?,
+        })
+    }
+
+    /// Closes a handle from [`open_handle`](Self::open_handle) (like `release`).
+    pub fn close_handle(&self, h: FileHandle) -> Result<()> {
+        self.release(h.inode.ino)
     }
 
     pub fn release(&self, ino: Ino) -> Result<()> {

@@ -14,11 +14,13 @@
 //! Pinned entries only go away in thorough GC, which rewrites the state from scratch.
 
 use crate::format::{Entry, BLOCK, DENTRY_ADD, SETATTR_SHRINK};
+use crate::index::PageIndex;
 use crate::lock::FileLock;
 use crate::log::LogState;
 use crate::space::Run;
 use crate::types::{Attr, FileKind, Ino, Timespec};
 use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
@@ -87,11 +89,15 @@ pub(crate) struct InodeState {
     pub parent: Ino,
     /// Freed: the slot may be reused; every handle to this state is stale.
     pub dead: bool,
-    live: HashMap<u64, Live>,
+    /// Fx-hashed: integer keys, hashed on every write's commit.
+    live: FxHashMap<u64, Live>,
     last_setattr: Option<u64>,
     last_link: Option<u64>,
     /// Newest mtime of a data write since the last setattr (see `apply`).
     write_mtime: Timespec,
+    /// Lock-free mirror of `pages` and `size` for the read path (`index` module);
+    /// kept in step by every change below.
+    pub index: std::sync::Arc<PageIndex>,
 }
 
 impl InodeState {
@@ -113,10 +119,11 @@ impl InodeState {
             dir: (kind == FileKind::Directory).then(DirState::default),
             parent: 0,
             dead: false,
-            live: HashMap::new(),
+            live: FxHashMap::default(),
             last_setattr: None,
             last_link: None,
             write_mtime: Timespec::default(),
+            index: Default::default(),
         }
     }
 
@@ -161,6 +168,7 @@ impl InodeState {
         let gone: Vec<u64> = self.pages.range(from..).map(|(&k, _)| k).collect();
         for k in gone {
             if let Some(pr) = self.pages.remove(&k) {
+                self.index.set(k, 0);
                 push_run(freed, pr.block);
                 self.unref(pr.entry);
             }
@@ -187,6 +195,8 @@ impl InodeState {
                     self.add_live(off, units, *npages);
                 }
                 for i in 0..*npages as u64 {
+                    self.index
+                        .set(pgoff + i, if *block == 0 { 0 } else { block + i });
                     let old = if *block == 0 {
                         self.pages.remove(&(pgoff + i))
                     } else {
@@ -303,6 +313,7 @@ impl InodeState {
                 }
             }
         }
+        self.index.set_size(self.size);
         freed
     }
 
@@ -386,6 +397,10 @@ pub(crate) fn push_run(runs: &mut Vec<Run>, block: u64) {
 /// An inode in the DRAM table.
 pub(crate) struct Inode {
     pub ino: Ino,
+    /// Never changes for a given `Inode` (a reused number gets a new one).
+    pub kind: FileKind,
+    /// The state's lock-free page index (same `Arc`), for reads.
+    pub index: std::sync::Arc<PageIndex>,
     pub state: std::sync::Arc<Mutex<InodeState>>,
     pub data: FileLock,
     pub opens: AtomicU32,
@@ -399,6 +414,8 @@ impl Inode {
     pub fn new(st: InodeState, opts: &crate::types::MountOptions) -> Inode {
         Inode {
             ino: st.ino,
+            kind: st.kind,
+            index: st.index.clone(),
             state: std::sync::Arc::new(Mutex::new(st)),
             data: FileLock::new(opts.lock, opts.segment_size),
             opens: AtomicU32::new(0),

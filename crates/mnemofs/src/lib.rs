@@ -24,6 +24,7 @@ pub mod types;
 mod cow;
 mod fs;
 pub mod fsck;
+mod index;
 mod inode;
 #[doc(hidden)]
 pub mod interleave;
@@ -35,6 +36,6 @@ mod recovery;
 mod space;
 
 pub use error::{FsError, Result};
-pub use fs::{mkfs, mkfs_pm, mount, Fs};
+pub use fs::{mkfs, mkfs_pm, mount, FileHandle, Fs};
 pub use fsck::{fsck, FsckReport};
 pub use types::*;

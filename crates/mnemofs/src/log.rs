@@ -51,6 +51,7 @@ use crate::format::{
 };
 use crate::space::Space;
 use pm::Pm;
+use rustc_hash::FxHashMap;
 use std::collections::HashMap;
 
 /// DRAM state of one log.
@@ -64,7 +65,7 @@ pub(crate) struct LogState {
     pub tail: u64,
     /// Live (or pinned) entries per page; slots reserved by in-flight appends count
     /// too, so fast GC keeps their pages.
-    pub page_live: HashMap<u64, u32>,
+    pub page_live: FxHashMap<u64, u32>,
     /// Units (64 B) held by live or pinned entries.
     pub live_units: u64,
     /// The value last stored to the inode's PM tail word.
@@ -278,8 +279,9 @@ impl LogState {
 
     /// Concurrent append, step 5 (state lock held, after [`write_reserved`] and
     /// [`mark_reserved`]): unpins the slots and stores the tail word if this append is
-    /// the newest to finish (tail = max in log order). Flushed, not fenced: the caller
-    /// fences after dropping the lock. Returns whether the tail word was stored.
+    /// the newest to finish (tail = max in log order). Neither flushed nor fenced:
+    /// the caller flushes the tail word and fences after dropping the lock (the word
+    /// then holds this end or a later one). Returns whether the tail word was stored.
     pub fn complete(&mut self, pm: &Pm, inode_off: u64, r: &Reservation) -> bool {
         for &off in &r.offsets {
             if let Some(c) = self.page_live.get_mut(&(off / BLOCK)) {
@@ -293,7 +295,6 @@ impl LogState {
         let newest = r.seq > self.durable_seq || crate::bugs::on(crate::bugs::Bug::TailNotMax);
         if newest {
             pm.store_u64(inode_off + INO_TAIL_OFF, r.end);
-            pm.flush(inode_off + INO_TAIL_OFF, 8);
             self.durable = r.end;
             self.durable_seq = r.seq;
         }
@@ -577,6 +578,7 @@ mod tests {
                     mark_reserved(&pm, &r, word);
                     shuttle::thread::yield_now();
                     log.lock().unwrap().complete(&pm, ioff, &r);
+                    pm.flush(ioff + INO_TAIL_OFF, 8);
                     returned.lock().unwrap().push(w);
                 }
             }));
