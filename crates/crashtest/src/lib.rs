@@ -244,6 +244,7 @@ fn base_image() -> Result<Vec<u8>, String> {
             cpus: 1,
             inodes: 64,
             force: true,
+            ..Default::default()
         },
     )
     .map_err(|e| e.to_string())?;

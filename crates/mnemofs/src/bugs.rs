@@ -21,6 +21,8 @@ pub enum Bug {
     InodeValidInPlace,
     FreeBeforeCommit,
     TruncateKeepsTail,
+    LawnDescriptorBeforeData,
+    LawnDescriptorKeptOnReuse,
 }
 
 /// Name, bug and what it does.
@@ -84,6 +86,17 @@ pub const ALL: &[(&str, Bug, &str)] = &[
         "truncate-keeps-tail",
         Bug::TruncateKeepsTail,
         "truncate leaves stale bytes past the new size in the last page",
+    ),
+    (
+        "lawn-descriptor-before-data",
+        Bug::LawnDescriptorBeforeData,
+        "LAWN sets a descriptor before its slot data is persisted (needs --small-write lawn)",
+    ),
+    (
+        "lawn-descriptor-kept-on-reuse",
+        Bug::LawnDescriptorKeptOnReuse,
+        "LAWN descriptors are not cleared before a page CoW frees their block for reuse \
+         (needs --small-write lawn)",
     ),
 ];
 

@@ -82,10 +82,10 @@ impl Fs {
             let pstart = pg * BLOCK;
             let lo = offset.max(pstart);
             let hi = (offset + n).min(pstart + BLOCK);
-            self.pm.read(
-                block * BLOCK + (lo - pstart),
-                &mut out[(lo - offset) as usize..(hi - offset) as usize],
-            );
+            let part = &mut out[(lo - offset) as usize..(hi - offset) as usize];
+            self.pm.read(block * BLOCK + (lo - pstart), part);
+            // LAWN: newer slices in the zone.
+            self.lawn.core.overlay(&self.pm, ino, pg, block, lo, part);
         }
         Ok(n as usize)
     }
@@ -113,12 +113,24 @@ impl Fs {
         // the lock). A bounded write locks its own pages even when it extends the
         // file: its size_after is computed under the state lock at commit, so
         // concurrent extending writes still leave the larger size.
+        // Whole pages: a sub-page write may move other bytes of its page (LAWN
+        // write-back, page CoW), so no reader of the same page may run meanwhile.
         let _w = match offset {
-            Some(off) => inode
-                .data
-                .write(off / BLOCK * BLOCK, off.saturating_add(data.len() as u64)),
+            Some(off) => inode.data.write(
+                off / BLOCK * BLOCK,
+                off.saturating_add(data.len() as u64)
+                    .saturating_add(BLOCK - 1)
+                    / BLOCK
+                    * BLOCK,
+            ),
             None => inode.data.write(0, u64::MAX),
         };
+        // Sub-page overwrites by LAWN or fine-log (lawn/, finelog.rs); None: CoW.
+        if let Some(off) = offset {
+            if let Some(n) = self.small_write(&inode, off, data)? {
+                return Ok((off, n));
+            }
+        }
         let (off, old) = {
             let st = inode.state.lock();
             regular(&st, FsError::Invalid("write to a special file"))?;
@@ -155,7 +167,7 @@ impl Fs {
                 } else {
                     let old_block = if pg == first { old.0 } else { old.1 };
                     match old_block {
-                        Some(ob) => self.pm.read(ob * BLOCK, &mut page),
+                        Some(ob) => self.read_page_merged(ino, pg, ob, &mut page),
                         None => page.fill(0),
                     }
                     page[lo as usize..hi as usize].copy_from_slice(src);
@@ -205,7 +217,7 @@ impl Fs {
         let b = self.space.alloc_one(false)?;
         let mut page = vec![0u8; BLOCK as usize];
         if let Some(p) = st.pages.get(&pg) {
-            self.pm.read(p.block * BLOCK, &mut page);
+            self.read_page_merged(st.ino, pg, p.block, &mut page);
         }
         patch(&mut page);
         self.pm.write_nt(b * BLOCK, &page);

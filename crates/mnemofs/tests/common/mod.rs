@@ -24,6 +24,7 @@ pub fn fresh(size: u64) -> Img {
             cpus: 2,
             inodes: 0,
             force: false,
+            ..Default::default()
         },
     )
     .unwrap();
