@@ -41,6 +41,10 @@ pub struct CrashtestArgs {
     /// Lock mode of the traced runs (inode, interval, segment)
     #[arg(long, value_name = "L", default_value = "inode")]
     pub lock: String,
+    /// Small-write mode of the traced runs (cow, finelog, lawn); finelog and lawn add
+    /// sub-page writes to the workloads
+    #[arg(long = "small-write", value_name = "W", default_value = "cow")]
+    pub small_write: String,
     /// Do not also crash inside recovery
     #[arg(long)]
     pub no_recovery_crashes: bool,
@@ -95,6 +99,18 @@ pub fn run(a: &CrashtestArgs) -> CliResult<i32> {
             usage(format!(
                 "unknown lock mode '{}' (valid: {})",
                 a.lock,
+                names.join(", ")
+            ))
+        })?;
+    cfg.small_write = mnemofs::SmallWriteMode::ALL
+        .iter()
+        .find(|x| x.0 == a.small_write)
+        .map(|x| x.1)
+        .ok_or_else(|| {
+            let names: Vec<&str> = mnemofs::SmallWriteMode::ALL.iter().map(|x| x.0).collect();
+            usage(format!(
+                "unknown small-write mode '{}' (valid: {})",
+                a.small_write,
                 names.join(", ")
             ))
         })?;

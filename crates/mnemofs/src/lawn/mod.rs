@@ -161,7 +161,7 @@ impl LawnCore {
         }
         let runs = {
             let mut z = self.subs[self.sub_of(ino)].lock();
-            let runs = z.page_runs(ino, pgoff);
+            let runs = z.page_runs(ino, pgoff).to_vec();
             // LRU: a read counts as a use.
             for r in &runs {
                 z.touch(r.slot);
@@ -298,7 +298,7 @@ impl LawnCore {
                 let mut z = self.subs[sub].lock();
                 // Still the same run? (The page may have been rewritten meanwhile.)
                 if z.get(v.slot).map(|r| r.desc) == Some(v.desc) {
-                    let runs = z.page_runs(v.desc.ino, pg);
+                    let runs = z.page_runs(v.desc.ino, pg).to_vec();
                     self.writeback_locked(pm, &mut z, &runs);
                     done += runs.len() as u64;
                     progress = true;
@@ -380,38 +380,47 @@ impl Fs {
         let pm = &*self.pm;
         {
             let mut z = core.subs[sub].lock();
-            let v: Vec<RunInfo> = z
-                .page_runs(ino, pg)
-                .into_iter()
-                .filter(|r| overlaps(r, s0, s1))
-                .collect();
-            if v.len() == 1 && v[0].desc.first <= s0 && v[0].desc.first + v[0].desc.count > s1 {
-                // The newest copy is in the zone: write the file in place.
-                let r = v[0];
-                let lo = r.desc.first as u64 * s;
-                let mut buf = vec![0u8; (r.desc.count as u64 * s) as usize];
-                pm.read(core.geo.slot_off(r.slot), &mut buf);
-                let at = (in_pg - lo) as usize;
-                buf[at..at + data.len()].copy_from_slice(data);
-                pm.write_nt(block * BLOCK + lo, &buf);
-                // Fence: the file copy is durable before the descriptor that names
-                // the zone copy as newest is cleared (Algorithm 1, line 9).
-                pm.fence();
-                let d = core.geo.desc_off(r.slot);
-                pm.store_u128(d, 0);
-                pm.flush(d, 16);
-                // Fence: the clear is durable before the write returns and before
-                // the slots can be reused (line 11).
-                pm.fence();
-                z.remove(r.slot);
-                core.valid.fetch_sub(1, Ordering::AcqRel);
-                core.counters.file_writes.fetch_add(1, Ordering::Relaxed);
-                return true;
-            }
-            if !v.is_empty() {
-                // Runs that only partly overlap: write them back first (no change of
-                // contents), so the new slices have no zone copy.
-                core.writeback_locked(pm, &mut z, &v);
+            let runs = z.page_runs(ino, pg);
+            let mut over = runs.iter().filter(|r| overlaps(r, s0, s1));
+            let first = over.next().copied();
+            let more = over.next().is_some();
+            match first {
+                Some(r) if !more && r.desc.first <= s0 && r.desc.first + r.desc.count > s1 => {
+                    // The newest copy is in the zone: write the file in place.
+                    let lo = r.desc.first as u64 * s;
+                    let mut buf = vec![0u8; (r.desc.count as u64 * s) as usize];
+                    let at = (in_pg - lo) as usize;
+                    if at != 0 || data.len() != buf.len() {
+                        // Slices only partly overwritten keep their zone bytes.
+                        pm.read(core.geo.slot_off(r.slot), &mut buf);
+                    }
+                    buf[at..at + data.len()].copy_from_slice(data);
+                    pm.write_nt(block * BLOCK + lo, &buf);
+                    // Fence: the file copy is durable before the descriptor that names
+                    // the zone copy as newest is cleared (Algorithm 1, line 9).
+                    pm.fence();
+                    let d = core.geo.desc_off(r.slot);
+                    pm.store_u128(d, 0);
+                    pm.flush(d, 16);
+                    // Fence: the clear is durable before the write returns and before
+                    // the slots can be reused (line 11).
+                    pm.fence();
+                    z.remove(r.slot);
+                    core.valid.fetch_sub(1, Ordering::AcqRel);
+                    core.counters.file_writes.fetch_add(1, Ordering::Relaxed);
+                    return true;
+                }
+                Some(_) => {
+                    // Runs that only partly overlap: write them back first (no change
+                    // of contents), so the new slices have no zone copy.
+                    let v: Vec<RunInfo> = runs
+                        .iter()
+                        .filter(|r| overlaps(r, s0, s1))
+                        .copied()
+                        .collect();
+                    core.writeback_locked(pm, &mut z, &v);
+                }
+                None => {}
             }
         }
         let k = (s1 - s0 + 1) as u64;
@@ -441,8 +450,11 @@ impl Fs {
         // the new data in place.
         let lo = s0 as u64 * s;
         let mut buf = vec![0u8; (k * s) as usize];
-        pm.read(block * BLOCK + lo, &mut buf);
         let at = (in_pg - lo) as usize;
+        if at != 0 || data.len() != buf.len() {
+            // Patch the partly written slices to slot boundaries.
+            pm.read(block * BLOCK + lo, &mut buf);
+        }
         buf[at..at + data.len()].copy_from_slice(data);
         let soff = core.geo.slot_off(slot);
         if bugs::on(Bug::LawnDescriptorBeforeData) {
@@ -458,11 +470,12 @@ impl Fs {
         pm.flush(d, 16);
         // Fence: the descriptor is durable before the write returns (line 6).
         pm.fence();
-        self.lawn
-            .core
-            .handles
-            .get(sub)
-            .map(|h| h.lock().insert(ino, Arc::downgrade(inode)));
+        if let Some(h) = core.handles.get(sub) {
+            let mut h = h.lock();
+            if !h.contains_key(&ino) {
+                h.insert(ino, Arc::downgrade(inode));
+            }
+        }
         core.subs[sub].lock().insert(slot, desc, true);
         core.valid.fetch_add(1, Ordering::AcqRel);
         core.counters.zone_writes.fetch_add(1, Ordering::Relaxed);

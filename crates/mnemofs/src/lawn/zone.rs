@@ -6,7 +6,31 @@
 
 use super::descriptor::Desc;
 use crate::types::Ino;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// FxHash: the keys are small integers, SipHash would dominate the write path.
+#[derive(Default)]
+pub(crate) struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+type Fx = BuildHasherDefault<FxHasher>;
+
+/// No slot (end of the LRU list).
+const NIL: u32 = u32::MAX;
 
 /// A run of slots described by the descriptor of its first slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -14,8 +38,6 @@ pub(crate) struct RunInfo {
     pub desc: Desc,
     /// Global slot index of the first slot (= the descriptor's index).
     pub slot: u64,
-    /// Position in the LRU list (larger = more recently used).
-    pub stamp: u64,
 }
 
 /// One CPU's sub-zone.
@@ -27,15 +49,18 @@ pub(crate) struct SubZone {
     free: u64,
     /// Next-fit free pointer (relative slot index).
     fpt: u64,
-    /// Valid runs by their first slot.
-    runs: HashMap<u64, RunInfo>,
-    /// (inode, page) → first slots of the page's runs.
-    by_page: HashMap<(Ino, u64), Vec<u64>>,
+    /// First slot of each valid run → its page.
+    runs: HashMap<u64, (Ino, u64), Fx>,
+    /// (inode, page) → the page's runs (the paper's hash from (inode, offset)).
+    by_page: HashMap<(Ino, u64), Vec<RunInfo>, Fx>,
     /// Data block → (inode, page) it holds, for pages with runs.
-    by_block: HashMap<u64, (Ino, u64)>,
-    /// LRU list: stamp → first slot.
-    lru: BTreeMap<u64, u64>,
-    clock: u64,
+    by_block: HashMap<u64, (Ino, u64), Fx>,
+    /// LRU list of runs, doubly linked through their first slots (relative);
+    /// `head` is the least recently used.
+    prev: Vec<u32>,
+    next: Vec<u32>,
+    head: u32,
+    tail: u32,
 }
 
 impl SubZone {
@@ -46,11 +71,13 @@ impl SubZone {
             used: vec![0; nslots.div_ceil(64) as usize],
             free: nslots,
             fpt: 0,
-            runs: HashMap::new(),
-            by_page: HashMap::new(),
-            by_block: HashMap::new(),
-            lru: BTreeMap::new(),
-            clock: 0,
+            runs: HashMap::default(),
+            by_page: HashMap::default(),
+            by_block: HashMap::default(),
+            prev: vec![NIL; nslots as usize],
+            next: vec![NIL; nslots as usize],
+            head: NIL,
+            tail: NIL,
         }
     }
 
@@ -117,6 +144,33 @@ impl SubZone {
         }
     }
 
+    fn lru_unlink(&mut self, rel: u32) {
+        let (p, n) = (self.prev[rel as usize], self.next[rel as usize]);
+        if p == NIL {
+            self.head = n;
+        } else {
+            self.next[p as usize] = n;
+        }
+        if n == NIL {
+            self.tail = p;
+        } else {
+            self.prev[n as usize] = p;
+        }
+        self.prev[rel as usize] = NIL;
+        self.next[rel as usize] = NIL;
+    }
+
+    fn lru_push(&mut self, rel: u32) {
+        self.prev[rel as usize] = self.tail;
+        self.next[rel as usize] = NIL;
+        if self.tail == NIL {
+            self.head = rel;
+        } else {
+            self.next[self.tail as usize] = rel;
+        }
+        self.tail = rel;
+    }
+
     /// Records a valid run whose slots are already reserved (`alloc`) or, at mount,
     /// marks them used. Returns false if a slot of the run is taken by another run.
     pub fn insert(&mut self, slot: u64, desc: Desc, reserved: bool) -> bool {
@@ -132,38 +186,38 @@ impl SubZone {
             }
             self.free -= desc.count as u64;
         }
-        self.clock += 1;
-        let stamp = self.clock;
-        self.runs.insert(slot, RunInfo { desc, slot, stamp });
-        let v = self.by_page.entry((desc.ino, desc.pgoff)).or_default();
-        v.push(slot);
-        self.by_block.insert(desc.block, (desc.ino, desc.pgoff));
-        self.lru.insert(stamp, slot);
+        let key = (desc.ino, desc.pgoff);
+        self.runs.insert(slot, key);
+        let v = self.by_page.entry(key).or_default();
+        if v.is_empty() {
+            self.by_block.insert(desc.block, key);
+        }
+        v.push(RunInfo { desc, slot });
+        self.lru_push(rel as u32);
         true
     }
 
     /// Forgets the run at `slot` and frees its slots.
     pub fn remove(&mut self, slot: u64) -> Option<RunInfo> {
-        let r = self.runs.remove(&slot)?;
-        self.lru.remove(&r.stamp);
-        let key = (r.desc.ino, r.desc.pgoff);
-        if let Some(v) = self.by_page.get_mut(&key) {
-            v.retain(|&s| s != slot);
-            if v.is_empty() {
-                self.by_page.remove(&key);
-                self.by_block.remove(&r.desc.block);
-            }
+        let key = self.runs.remove(&slot)?;
+        self.lru_unlink((slot - self.base) as u32);
+        let v = self.by_page.get_mut(&key)?;
+        let i = v.iter().position(|r| r.slot == slot)?;
+        let r = v.swap_remove(i);
+        if v.is_empty() {
+            self.by_page.remove(&key);
+            self.by_block.remove(&r.desc.block);
         }
         self.release(slot, r.desc.count as u64);
         Some(r)
     }
 
     /// The runs of a page.
-    pub fn page_runs(&self, ino: Ino, pgoff: u64) -> Vec<RunInfo> {
+    pub fn page_runs(&self, ino: Ino, pgoff: u64) -> &[RunInfo] {
         self.by_page
             .get(&(ino, pgoff))
-            .map(|v| v.iter().filter_map(|s| self.runs.get(s).copied()).collect())
-            .unwrap_or_default()
+            .map(|v| v.as_slice())
+            .unwrap_or(&[])
     }
 
     /// Whether any run shadows a page.
@@ -178,26 +232,36 @@ impl SubZone {
 
     /// Marks a run recently used.
     pub fn touch(&mut self, slot: u64) {
-        if let Some(r) = self.runs.get_mut(&slot) {
-            self.lru.remove(&r.stamp);
-            self.clock += 1;
-            r.stamp = self.clock;
-            self.lru.insert(self.clock, slot);
+        if self.runs.contains_key(&slot) {
+            let rel = (slot - self.base) as u32;
+            if self.tail != rel {
+                self.lru_unlink(rel);
+                self.lru_push(rel);
+            }
         }
     }
 
     /// The least recently used runs, oldest first.
     pub fn lru_oldest(&self, n: usize) -> Vec<RunInfo> {
-        self.lru
-            .values()
-            .take(n)
-            .filter_map(|s| self.runs.get(s).copied())
-            .collect()
+        let mut out = Vec::new();
+        let mut cur = self.head;
+        while cur != NIL && out.len() < n {
+            if let Some(r) = self.get(self.base + cur as u64) {
+                out.push(r);
+            }
+            cur = self.next[cur as usize];
+        }
+        out
     }
 
     /// The run at `slot`, if it is still the same run.
     pub fn get(&self, slot: u64) -> Option<RunInfo> {
-        self.runs.get(&slot).copied()
+        let key = self.runs.get(&slot)?;
+        self.by_page
+            .get(key)?
+            .iter()
+            .find(|r| r.slot == slot)
+            .copied()
     }
 }
 
