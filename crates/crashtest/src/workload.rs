@@ -272,12 +272,11 @@ pub fn seq1() -> Vec<Vec<Op>> {
 }
 
 /// `seq1` for a small-write mode other than page CoW: the extra operations and
-/// sequences come after the common ones (so workload numbers of the common ones do
-/// not change).
+/// sequences first (a `--max-states` budget reaches them), then the common ones.
 pub fn seq1_small() -> Vec<Vec<Op>> {
-    let mut v = seq1();
-    v.extend(small_ops().into_iter().map(|o| vec![o]));
+    let mut v: Vec<Vec<Op>> = small_ops().into_iter().map(|o| vec![o]).collect();
     v.extend(small_sequences());
+    v.extend(seq1());
     v
 }
 

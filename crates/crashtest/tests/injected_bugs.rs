@@ -1,8 +1,9 @@
 //! Scenario: every injected bug is caught. Each bug is run on the seq-1 workload
 //! where the full run first reports it (bugs are process-wide, so one test runs them
-//! one after another).
+//! one after another); the LAWN bugs with the `lawn` small-write mode.
 
 use crashtest::{Config, Kind};
+use mnemofs::SmallWriteMode;
 
 #[test]
 fn every_injected_bug_is_caught() {
@@ -19,6 +20,8 @@ fn every_injected_bug_is_caught() {
         ("inode-valid-in-place", 0),
         ("free-before-commit", 15),
         ("truncate-keeps-tail", 11),
+        ("lawn-descriptor-before-data", 0),
+        ("lawn-descriptor-kept-on-reuse", 7),
     ];
     assert_eq!(
         cases.len(),
@@ -31,6 +34,9 @@ fn every_injected_bug_is_caught() {
         cfg.only = Some(only);
         cfg.bug = Some(bug);
         cfg.max_violations = Some(1);
+        if name.starts_with("lawn-") {
+            cfg.small_write = SmallWriteMode::Lawn;
+        }
         let r = crashtest::run(&cfg, |_| {}).unwrap();
         assert!(r.violations > 0, "{name} was not caught: {r:?}");
         let v = &r.details[0];
