@@ -260,9 +260,21 @@ pub fn small_ops() -> Vec<Op> {
 /// forth, and a page CoW'd twice (its first block freed, then reused).
 pub fn small_sequences() -> Vec<Vec<Op>> {
     vec![
-        vec![w("foo", 64, 128, 40), w("foo", 64, 128, 41), w("foo", 64, 128, 42)],
-        vec![w("foo", 0, 4096, 43), w("foo", 0, 4096, 44), w("foo", 0, 4096, 45)],
-        vec![w("bar", 10, 20, 46), Op::Truncate(s("bar"), 0), w("bar", 0, 64, 47)],
+        vec![
+            w("foo", 64, 128, 40),
+            w("foo", 64, 128, 41),
+            w("foo", 64, 128, 42),
+        ],
+        vec![
+            w("foo", 0, 4096, 43),
+            w("foo", 0, 4096, 44),
+            w("foo", 0, 4096, 45),
+        ],
+        vec![
+            w("bar", 10, 20, 46),
+            Op::Truncate(s("bar"), 0),
+            w("bar", 0, 64, 47),
+        ],
     ]
 }
 
@@ -294,7 +306,6 @@ pub fn seq2_for(small: bool) -> Vec<Vec<Op>> {
     }
     v
 }
-
 
 const PATHS: &[&str] = &[
     "foo", "bar", "baz", "A/foo", "A/C/bar", "B/x", "A", "B", "A/C", "B/D",

@@ -112,7 +112,9 @@ impl Geometry {
             ));
         }
         if zone.percent > 50 {
-            return Err(FsError::Invalid("LAWN zone may take at most 50% of the image"));
+            return Err(FsError::Invalid(
+                "LAWN zone may take at most 50% of the image",
+            ));
         }
         if size < min {
             return Err(FsError::ImageTooSmall { size, min });
@@ -217,8 +219,8 @@ impl Geometry {
         let desc_start = redo_start.saturating_add(REDO_BLOCKS.saturating_mul(cpus as u64));
         let slot_start =
             desc_start.saturating_add(zone_slots.saturating_mul(DESC_SIZE).div_ceil(BLOCK));
-        let slots_end = slot_start
-            .saturating_add(zone_slots.saturating_mul(slot_size as u64).div_ceil(BLOCK));
+        let slots_end =
+            slot_start.saturating_add(zone_slots.saturating_mul(slot_size as u64).div_ceil(BLOCK));
         let g = Geometry {
             total_blocks: get_u64(b, 16),
             cpus,

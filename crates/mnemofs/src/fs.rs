@@ -4,8 +4,8 @@
 use crate::bugs::{self, Bug};
 use crate::error::{FsError, Result};
 use crate::format::{
-    encode_inode_static, Entry, Geometry, ZoneParams, BLOCK, INO_HEAD_OFF, INO_TAIL_OFF, INO_VALID_OFF,
-    SB_REPLICA_BLOCK, SB_STATE_OFF, STATE_CLEAN,
+    encode_inode_static, Entry, Geometry, ZoneParams, BLOCK, INO_HEAD_OFF, INO_TAIL_OFF,
+    INO_VALID_OFF, SB_REPLICA_BLOCK, SB_STATE_OFF, STATE_CLEAN,
 };
 use crate::inode::{Inode, InodeState};
 use crate::journal::Journals;
@@ -191,8 +191,13 @@ impl Fs {
         let geo = loaded.geo;
         // Fine-log records and LAWN descriptors, against the replayed mappings.
         crate::finelog::recover(&pm, &geo, &loaded.states, Mode::Mount, &mut loaded.problems);
-        let subs =
-            crate::lawn::recover::scan(&pm, &geo, &loaded.states, Mode::Mount, &mut loaded.problems);
+        let subs = crate::lawn::recover::scan(
+            &pm,
+            &geo,
+            &loaded.states,
+            Mode::Mount,
+            &mut loaded.problems,
+        );
         let space = Space::empty(geo);
         for &(s, l) in &loaded.free {
             space.free_run(s, l);

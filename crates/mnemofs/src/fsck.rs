@@ -52,7 +52,13 @@ pub fn fsck_pm(pm: &Pm) -> Result<FsckReport> {
 /// it (the crash explorer's copies; nobody else may use `pm` afterwards).
 pub fn fsck_private(pm: &Pm) -> Result<FsckReport> {
     let mut loaded = recovery::load(pm, Mode::Fsck)?;
-    crate::finelog::recover(pm, &loaded.geo, &loaded.states, Mode::Fsck, &mut loaded.problems);
+    crate::finelog::recover(
+        pm,
+        &loaded.geo,
+        &loaded.states,
+        Mode::Fsck,
+        &mut loaded.problems,
+    );
     let subs = crate::lawn::recover::scan(
         pm,
         &loaded.geo,

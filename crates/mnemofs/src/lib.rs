@@ -25,11 +25,11 @@ pub mod types;
 
 mod cow;
 mod finelog;
-mod lawn;
 mod fs;
 pub mod fsck;
 mod inode;
 mod journal;
+mod lawn;
 mod lock;
 mod log;
 mod namespace;

@@ -127,7 +127,8 @@ fn workload(fs: &Fs, files: &mut Files, rng: &mut StdRng, rounds: usize) {
             2 if size > 0 => {
                 let off = rng.random_range(0..size);
                 let len = rng.random_range(1..6000);
-                fs.fallocate(Files::ino(fs, &name), off, len, PUNCH).unwrap();
+                fs.fallocate(Files::ino(fs, &name), off, len, PUNCH)
+                    .unwrap();
                 let d = files.data.get_mut(&name).unwrap();
                 let end = ((off + len) as usize).min(d.len());
                 d[off as usize..end].fill(0);

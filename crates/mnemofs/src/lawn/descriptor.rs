@@ -116,7 +116,11 @@ mod tests {
         assert!(x.encodable());
         assert_eq!(decode(x.encode()), Decoded::Valid(x));
         assert_eq!(decode(0), Decoded::Clear);
-        let y = Desc { count: 1, first: 63, ..x };
+        let y = Desc {
+            count: 1,
+            first: 63,
+            ..x
+        };
         assert_eq!(decode(y.encode()), Decoded::Valid(y));
     }
 

@@ -349,7 +349,11 @@ impl Fs {
             SmallWriteMode::Cow => false,
         };
         if !done {
-            self.lawn.core.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
+            self.lawn
+                .core
+                .counters
+                .fallbacks
+                .fetch_add(1, Ordering::Relaxed);
             return Ok(None);
         }
         // The mapping and size are unchanged; mtime/ctime change in DRAM and reach
@@ -471,10 +475,7 @@ impl Fs {
         // Fence: the descriptor is durable before the write returns (line 6).
         pm.fence();
         if let Some(h) = core.handles.get(sub) {
-            let mut h = h.lock();
-            if !h.contains_key(&ino) {
-                h.insert(ino, Arc::downgrade(inode));
-            }
+            h.lock().entry(ino).or_insert_with(|| Arc::downgrade(inode));
         }
         core.subs[sub].lock().insert(slot, desc, true);
         core.valid.fetch_add(1, Ordering::AcqRel);
