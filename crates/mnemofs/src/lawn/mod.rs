@@ -475,7 +475,15 @@ impl Fs {
         // Fence: the descriptor is durable before the write returns (line 6).
         pm.fence();
         if let Some(h) = core.handles.get(sub) {
-            h.lock().entry(ino).or_insert_with(|| Arc::downgrade(inode));
+            let mut h = h.lock();
+            // (Re)register unless this very inode is known (a freed inode's number
+            // may have been reused).
+            if !h
+                .get(&ino)
+                .is_some_and(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(inode)))
+            {
+                h.insert(ino, Arc::downgrade(inode));
+            }
         }
         core.subs[sub].lock().insert(slot, desc, true);
         core.valid.fetch_add(1, Ordering::AcqRel);
