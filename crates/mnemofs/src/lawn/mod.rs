@@ -382,7 +382,10 @@ impl Fs {
         let s1 = ((in_pg + data.len() as u64 - 1) / s) as u32;
         let sub = core.sub_of(ino);
         let pm = &*self.pm;
-        {
+        let k = (s1 - s0 + 1) as u64;
+        // Decide under the sub-zone lock; the PM work runs without it (the page's
+        // data lock keeps the write-back thread and block frees off this page).
+        let (file_run, slot, low) = {
             let mut z = core.subs[sub].lock();
             let runs = z.page_runs(ino, pg);
             let mut over = runs.iter().filter(|r| overlaps(r, s0, s1));
@@ -390,29 +393,7 @@ impl Fs {
             let more = over.next().is_some();
             match first {
                 Some(r) if !more && r.desc.first <= s0 && r.desc.first + r.desc.count > s1 => {
-                    // The newest copy is in the zone: write the file in place.
-                    let lo = r.desc.first as u64 * s;
-                    let mut buf = vec![0u8; (r.desc.count as u64 * s) as usize];
-                    let at = (in_pg - lo) as usize;
-                    if at != 0 || data.len() != buf.len() {
-                        // Slices only partly overwritten keep their zone bytes.
-                        pm.read(core.geo.slot_off(r.slot), &mut buf);
-                    }
-                    buf[at..at + data.len()].copy_from_slice(data);
-                    pm.write_nt(block * BLOCK + lo, &buf);
-                    // Fence: the file copy is durable before the descriptor that names
-                    // the zone copy as newest is cleared (Algorithm 1, line 9).
-                    pm.fence();
-                    let d = core.geo.desc_off(r.slot);
-                    pm.store_u128(d, 0);
-                    pm.flush(d, 16);
-                    // Fence: the clear is durable before the write returns and before
-                    // the slots can be reused (line 11).
-                    pm.fence();
-                    z.remove(r.slot);
-                    core.valid.fetch_sub(1, Ordering::AcqRel);
-                    core.counters.file_writes.fetch_add(1, Ordering::Relaxed);
-                    return true;
+                    (Some(r), None, false)
                 }
                 Some(_) => {
                     // Runs that only partly overlap: write them back first (no change
@@ -423,16 +404,40 @@ impl Fs {
                         .copied()
                         .collect();
                     core.writeback_locked(pm, &mut z, &v);
+                    let slot = z.alloc(k);
+                    (None, slot, z.free_slots() * 100 < z.nslots * LOW_WATER_PCT)
                 }
-                None => {}
+                None => {
+                    let slot = z.alloc(k);
+                    (None, slot, z.free_slots() * 100 < z.nslots * LOW_WATER_PCT)
+                }
             }
-        }
-        let k = (s1 - s0 + 1) as u64;
-        let (slot, low) = {
-            let mut z = core.subs[sub].lock();
-            let slot = z.alloc(k);
-            (slot, z.free_slots() * 100 < z.nslots * LOW_WATER_PCT)
         };
+        if let Some(r) = file_run {
+            // The newest copy is in the zone: write the file in place.
+            let lo = r.desc.first as u64 * s;
+            let mut buf = vec![0u8; (r.desc.count as u64 * s) as usize];
+            let at = (in_pg - lo) as usize;
+            if at != 0 || data.len() != buf.len() {
+                // Slices only partly overwritten keep their zone bytes.
+                pm.read(core.geo.slot_off(r.slot), &mut buf);
+            }
+            buf[at..at + data.len()].copy_from_slice(data);
+            pm.write_nt(block * BLOCK + lo, &buf);
+            // Fence: the file copy is durable before the descriptor that names the
+            // zone copy as newest is cleared (Algorithm 1, line 9).
+            pm.fence();
+            let d = core.geo.desc_off(r.slot);
+            pm.store_u128(d, 0);
+            pm.flush(d, 16);
+            // Fence: the clear is durable before the write returns and before the
+            // slots can be reused (line 11).
+            pm.fence();
+            core.subs[sub].lock().remove(r.slot);
+            core.valid.fetch_sub(1, Ordering::AcqRel);
+            core.counters.file_writes.fetch_add(1, Ordering::Relaxed);
+            return true;
+        }
         if low {
             core.kick();
         }

@@ -29,6 +29,9 @@ impl Hasher for FxHasher {
 
 type Fx = BuildHasherDefault<FxHasher>;
 
+/// Recently freed runs remembered for reuse.
+const RECENT_MAX: usize = 64;
+
 /// No slot (end of the LRU list).
 const NIL: u32 = u32::MAX;
 
@@ -49,6 +52,10 @@ pub(crate) struct SubZone {
     free: u64,
     /// Next-fit free pointer (relative slot index).
     fpt: u64,
+    /// Recently freed runs (relative first slot, length), reused first: alternate
+    /// writing frees a run for nearly every run it takes, and reusing it keeps the
+    /// zone's working set small and in the CPU cache.
+    recent: Vec<(u64, u64)>,
     /// First slot of each valid run → its page.
     runs: HashMap<u64, (Ino, u64), Fx>,
     /// (inode, page) → the page's runs (the paper's hash from (inode, offset)).
@@ -71,6 +78,7 @@ impl SubZone {
             used: vec![0; nslots.div_ceil(64) as usize],
             free: nslots,
             fpt: 0,
+            recent: Vec::new(),
             runs: HashMap::default(),
             by_page: HashMap::default(),
             by_block: HashMap::default(),
@@ -108,6 +116,20 @@ impl SubZone {
         if n == 0 || n > self.free || n > self.nslots {
             return None;
         }
+        while let Some((r, len)) = self.recent.pop() {
+            if len == n && (r..r + n).all(|i| !self.is_used(i)) {
+                for i in r..r + n {
+                    self.set_used(i, true);
+                }
+                self.free -= n;
+                return Some(self.base + r);
+            }
+            if self.recent.len() < RECENT_MAX / 2 {
+                // A run of another size: keep it for later, stop looking.
+                self.recent.insert(0, (r, len));
+                break;
+            }
+        }
         let mut start = self.fpt;
         let mut scanned = 0;
         while scanned < self.nslots {
@@ -142,6 +164,10 @@ impl SubZone {
                 self.free += 1;
             }
         }
+        if self.recent.len() >= RECENT_MAX {
+            self.recent.drain(..RECENT_MAX / 2);
+        }
+        self.recent.push((slot - self.base, n));
     }
 
     fn lru_unlink(&mut self, rel: u32) {
