@@ -4,7 +4,9 @@
 # (each must be caught: exit status 1; bugs of the concurrent append protocol only
 # show with several writers, so a bug seq-1 misses is tried on multi).
 # Env: CRASH_SEQ2_SAMPLE (seq-2 workloads, default 24), CRASH_RANDOM_STATES
-#      (default 20000), CRASH_MULTI_STATES (default 20000).
+#      (default 20000), CRASH_MULTI_STATES (default 20000), CRASH_SMALL_STATES
+#      (fine-log seq-1 and LAWN random, default 25000).
+# LAWN bugs (lawn-*) run with --small-write lawn.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -16,11 +18,18 @@ run crashtest --workload seq2 --sample "${CRASH_SEQ2_SAMPLE:-24}" --seed 1
 run crashtest --workload random --seed 1 --max-states "${CRASH_RANDOM_STATES:-20000}"
 run crashtest --workload multi --seed 1 --lock segment --max-states "${CRASH_MULTI_STATES:-20000}"
 run crashtest --workload multi --seed 2 --lock interval --max-states "$(( ${CRASH_MULTI_STATES:-20000} / 4 ))"
+# Sub-page writes: LAWN alternate writing and the fine-log baseline.
+run crashtest --workload seq1 --small-write lawn
+run crashtest --workload seq1 --small-write finelog --max-states "${CRASH_SMALL_STATES:-25000}"
+run crashtest --workload random --seed 2 --small-write lawn --max-states "${CRASH_SMALL_STATES:-25000}"
 
 missed=()
 for bug in $("$MNEMOFS" crashtest --list-bugs | awk '{ print $1 }'); do
   rc=0
-  out=$("$MNEMOFS" crashtest --workload seq1 --inject-bug "$bug" --max-violations 1) || rc=$?
+  mode=cow
+  [[ $bug == lawn-* ]] && mode=lawn
+  out=$("$MNEMOFS" crashtest --workload seq1 --small-write "$mode" --inject-bug "$bug" \
+    --max-violations 1) || rc=$?
   if ((rc == 0)); then
     rc=0
     out=$("$MNEMOFS" crashtest --workload multi --inject-bug "$bug" --max-violations 1 \

@@ -207,6 +207,9 @@ pub struct RunConfig {
     pub image: Option<PathBuf>,
     /// Image size (default: from the workload's data set).
     pub image_size: Option<u64>,
+    /// LAWN zone share of the image (percent) and slot size, given to mkfs.
+    pub zone_percent: u32,
+    pub slot_size: u32,
     pub seed: u64,
     /// Show a progress bar on a terminal once a run has taken 2 s.
     pub progress: bool,
@@ -231,6 +234,8 @@ impl RunConfig {
                 .unwrap_or_default(),
             image: None,
             image_size: None,
+            zone_percent: mnemofs::format::DEFAULT_ZONE_PERCENT,
+            slot_size: mnemofs::format::DEFAULT_SLOT_SIZE,
             seed: 42,
             progress: false,
             round: None,

@@ -63,6 +63,21 @@ fn available_bytes(dir: &Path) -> Option<u64> {
 /// Creates and formats a fresh image of `size` bytes at `at` (or a new file in
 /// [`default_image_dir`]).
 pub fn fresh_image(at: Option<&Path>, size: u64) -> BenchResultT<Image> {
+    fresh_image_zoned(
+        at,
+        size,
+        mnemofs::format::DEFAULT_ZONE_PERCENT,
+        mnemofs::format::DEFAULT_SLOT_SIZE,
+    )
+}
+
+/// Like `fresh_image`, with the LAWN zone's share of the image and slot size.
+pub fn fresh_image_zoned(
+    at: Option<&Path>,
+    size: u64,
+    zone_percent: u32,
+    slot_size: u32,
+) -> BenchResultT<Image> {
     let image = match at {
         Some(p) => match std::fs::metadata(p) {
             Ok(m) if m.file_type().is_block_device() || m.file_type().is_char_device() => Image {
@@ -114,6 +129,8 @@ pub fn fresh_image(at: Option<&Path>, size: u64) -> BenchResultT<Image> {
         cpus: 0,
         inodes: 0,
         force: true,
+        zone_percent,
+        slot_size,
     };
     mnemofs::mkfs(&image.path, &opts)
         .map_err(|e| BenchError::fs(format!("mkfs {}", image.path.display()), e))?;
@@ -202,7 +219,7 @@ pub fn run(cfg: &RunConfig) -> BenchResultT<BenchResult> {
     let size = cfg
         .image_size
         .unwrap_or_else(|| image_size_for(cfg.workload, &cfg.params, cfg.threads));
-    let image = fresh_image(cfg.image.as_deref(), size)?;
+    let image = fresh_image_zoned(cfg.image.as_deref(), size, cfg.zone_percent, cfg.slot_size)?;
     let fs = mnemofs::mount(&image.path, &cfg.mount)
         .map_err(|e| BenchError::fs(format!("mount {}", image.path.display()), e))?;
     let measured = measure(cfg, &fs, &image, size);

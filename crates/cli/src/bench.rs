@@ -78,6 +78,12 @@ pub struct CommonArgs {
     /// Seed of the random offsets and file choices
     #[arg(long, value_name = "N", default_value_t = 42)]
     pub seed: u64,
+    /// Percent of the fresh image for the LAWN zone (mkfs --zone-percent)
+    #[arg(long = "zone-percent", value_name = "P", default_value_t = mnemofs::format::DEFAULT_ZONE_PERCENT)]
+    pub zone_percent: u32,
+    /// LAWN slot size of the fresh image in bytes (mkfs --slot-size)
+    #[arg(long = "slot-size", value_name = "B", default_value_t = mnemofs::format::DEFAULT_SLOT_SIZE)]
+    pub slot_size: u32,
     /// One JSON object per run on standard output (JSON Lines) instead of a table
     #[arg(long)]
     pub json: bool,
@@ -255,6 +261,8 @@ fn run_config(w: Workload, c: &CommonArgs) -> RunConfig {
         rc.params.files = v;
     }
     rc.image = c.image.clone();
+    rc.zone_percent = c.zone_percent;
+    rc.slot_size = c.slot_size;
     rc.image_size = c.image_size;
     rc.seed = c.seed;
     rc.progress = true;

@@ -43,6 +43,10 @@ pub struct CrashtestArgs {
     /// with --workload multi]
     #[arg(long, value_name = "L")]
     pub lock: Option<String>,
+    /// Small-write mode of the traced runs (cow, finelog, lawn); finelog and lawn add
+    /// sub-page writes to the workloads
+    #[arg(long = "small-write", value_name = "W", default_value = "cow")]
+    pub small_write: String,
     /// Do not also crash inside recovery
     #[arg(long)]
     pub no_recovery_crashes: bool,
@@ -102,6 +106,18 @@ pub fn run(a: &CrashtestArgs) -> CliResult<i32> {
             let names: Vec<&str> = mnemofs::LockMode::ALL.iter().map(|x| x.0).collect();
             usage(format!(
                 "unknown lock mode '{lock}' (valid: {})",
+                names.join(", ")
+            ))
+        })?;
+    cfg.small_write = mnemofs::SmallWriteMode::ALL
+        .iter()
+        .find(|x| x.0 == a.small_write)
+        .map(|x| x.1)
+        .ok_or_else(|| {
+            let names: Vec<&str> = mnemofs::SmallWriteMode::ALL.iter().map(|x| x.0).collect();
+            usage(format!(
+                "unknown small-write mode '{}' (valid: {})",
+                a.small_write,
                 names.join(", ")
             ))
         })?;

@@ -24,6 +24,12 @@ pub struct MkfsArgs {
     /// Number of per-CPU allocators, inode tables and journals (default: CPUs online)
     #[arg(long, value_name = "N")]
     pub cpus: Option<u32>,
+    /// Percent of the image for the LAWN zone (slots and their descriptors; 0 = none)
+    #[arg(long = "zone-percent", value_name = "P", default_value_t = mnemofs::format::DEFAULT_ZONE_PERCENT)]
+    pub zone_percent: u32,
+    /// LAWN slot size in bytes (a multiple of 64 dividing 4096, at most 2048)
+    #[arg(long = "slot-size", value_name = "B", default_value_t = mnemofs::format::DEFAULT_SLOT_SIZE)]
+    pub slot_size: u32,
 }
 
 pub fn run(args: &MkfsArgs) -> CliResult<()> {
@@ -39,6 +45,8 @@ pub fn run(args: &MkfsArgs) -> CliResult<()> {
         cpus: args.cpus.unwrap_or(0),
         inodes: args.inodes.unwrap_or(0),
         force: args.force,
+        zone_percent: args.zone_percent,
+        slot_size: args.slot_size,
     };
     retry_if_busy(|| mnemofs::mkfs(&args.image, &opts)).map_err(|e| fs_error(&args.image, &e))?;
     crate::output::emit(&format!(

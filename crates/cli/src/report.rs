@@ -88,6 +88,16 @@ pub fn render_stats(what: &str, v: &Value) -> String {
         s(v, "lock_mode"),
         s(v, "small_write_mode"),
     );
+    let _ = writeln!(
+        o,
+        "  LAWN zone     {} slots of {} B in use, {} free; {} zone / {} in-place writes, {} written back",
+        u(v, "lawn_slots_used"),
+        u(v, "lawn_slot_size"),
+        u(v, "lawn_slots_free"),
+        u(v, "lawn_zone_writes"),
+        u(v, "lawn_file_writes"),
+        u(v, "lawn_writebacks"),
+    );
     let _ = write!(o, "  clean mount   {clean}");
     o
 }
@@ -150,6 +160,14 @@ mod tests {
             small_write_mode: "cow".into(),
             clean_mount: true,
             max_concurrent_writers: 1,
+            lawn_slot_size: 64,
+            lawn_slots_used: 2,
+            lawn_slots_free: 98,
+            lawn_zone_writes: 1,
+            lawn_file_writes: 0,
+            lawn_writebacks: 0,
+            finelog_writes: 0,
+            small_write_fallbacks: 0,
         }
     }
 

@@ -82,6 +82,9 @@ pub struct Config {
     pub threads: usize,
     /// Lock mode of the traced run.
     pub lock: mnemofs::LockMode,
+    /// Small-write mode of the traced run (LAWN and fine-log add sub-page writes to
+    /// the setup and to seq-1/seq-2).
+    pub small_write: mnemofs::SmallWriteMode,
 }
 
 impl Config {
@@ -97,6 +100,7 @@ impl Config {
             recovery_crashes: true,
             max_violations: None,
             lock: mnemofs::LockMode::Inode,
+            small_write: mnemofs::SmallWriteMode::Cow,
             threads: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1),
@@ -135,10 +139,12 @@ pub struct Report {
 
 /// The workloads of `cfg`, each with its index.
 pub fn workloads(cfg: &Config) -> Vec<(usize, Vec<Op>)> {
+    let small = cfg.small_write != mnemofs::SmallWriteMode::Cow;
     let all = match cfg.kind {
+        Kind::Seq1 if small => workload::seq1_small(),
         Kind::Seq1 => workload::seq1(),
-        Kind::Seq2 => workload::seq2(),
-        Kind::Random => workload::random(cfg.seed, cfg.random_workloads),
+        Kind::Seq2 => workload::seq2_for(small),
+        Kind::Random => workload::random(cfg.seed, cfg.random_workloads, small),
         Kind::Multi => Vec::new(),
     };
     let mut v: Vec<(usize, Vec<Op>)> = all.into_iter().enumerate().collect();
@@ -268,6 +274,7 @@ fn base_image() -> Result<Vec<u8>, String> {
             cpus: 1,
             inodes: 64,
             force: true,
+            ..Default::default()
         },
     )
     .map_err(|e| e.to_string())?;
@@ -415,6 +422,9 @@ fn reproduce(cfg: &Config, idx: usize) -> String {
     if cfg.kind == Kind::Multi || cfg.lock != mnemofs::LockMode::Inode {
         s += &format!(" --lock {}", cfg.lock.name());
     }
+    if cfg.small_write != mnemofs::SmallWriteMode::Cow {
+        s += &format!(" --small-write {}", cfg.small_write.name());
+    }
     if let Some(b) = &cfg.bug {
         if let Some(x) = mnemofs::bugs::ALL.iter().find(|x| x.1 == *b) {
             s += &format!(" --inject-bug {}", x.0);
@@ -434,7 +444,10 @@ fn explore_workload(
     shared: &Shared,
     rep: &mut Report,
 ) {
-    let setup = workload::setup();
+    let mut setup = workload::setup();
+    if cfg.small_write != mnemofs::SmallWriteMode::Cow {
+        setup.extend(workload::small_setup());
+    }
     let all: Vec<Op> = setup.iter().chain(ops.iter()).cloned().collect();
     let first_crash_op = setup.len();
     let op_names: Vec<String> = ops.iter().map(|o| o.to_string()).collect();
@@ -468,6 +481,8 @@ fn explore_workload(
     pm.set_tracer(Some(rec.clone()));
     let opts = MountOptions {
         lock: cfg.lock,
+        small_write: cfg.small_write,
+        lawn_writeback_thread: false,
         ..mount_opts()
     };
     let fs = match guarded(|| Fs::from_pm(pm, &opts)) {
@@ -754,6 +769,7 @@ fn explore_multi(
     pm.set_tracer(Some(rec.clone()));
     let opts = MountOptions {
         lock: cfg.lock,
+        small_write: cfg.small_write,
         ..mount_opts()
     };
     let fs = match guarded(|| Fs::from_pm(pm, &opts)) {

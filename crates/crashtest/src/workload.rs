@@ -42,6 +42,9 @@ pub enum Op {
         off: u64,
         len: u64,
     },
+    /// LAWN write-back of every zone slice (`Fs::lawn_writeback`): changes no file
+    /// contents, so the oracle does nothing.
+    WriteBack,
 }
 
 impl fmt::Display for Op {
@@ -73,6 +76,7 @@ impl fmt::Display for Op {
             Op::Rmdir(p) => write!(f, "rmdir({p})"),
             Op::Chmod(p, m) => write!(f, "chmod({p}, {m:o})"),
             Op::Punch { path, off, len } => write!(f, "punch_hole({path}, off {off}, len {len})"),
+            Op::WriteBack => write!(f, "lawn_writeback()"),
         }
     }
 }
@@ -212,14 +216,88 @@ pub fn seq1_ops() -> Vec<Op> {
     ]
 }
 
+fn w(path: &str, off: u64, len: usize, seed: u8) -> Op {
+    Op::Write {
+        path: s(path),
+        off,
+        len,
+        seed,
+    }
+}
+
+/// With a sub-page small-write mode (LAWN, fine-log): sub-page overwrites at the end
+/// of the setup, so that the zone holds slices of `foo` and `bar` when the explored
+/// operations start (page CoW, truncate, punch and unlink then meet them).
+pub fn small_setup() -> Vec<Op> {
+    vec![
+        w("foo", 64, 128, 20),
+        w("foo", 2048, 1000, 21),
+        w("foo", 4200, 300, 22),
+        w("bar", 0, 64, 23),
+    ]
+}
+
+/// Extra seq-1 operations with a sub-page small-write mode: each kind of alternate
+/// write (to the zone, back to the file, over runs that only partly overlap) and the
+/// write-back.
+pub fn small_ops() -> Vec<Op> {
+    vec![
+        // Same slices as a setup run: the file copy (alternation back).
+        w("foo", 64, 128, 30),
+        // Inside a setup run.
+        w("foo", 100, 50, 31),
+        // Fresh slices: a new zone run.
+        w("foo", 512, 200, 32),
+        // Partly over two runs: write-back, then a new run.
+        w("foo", 0, 2200, 33),
+        // Over the run of the second page.
+        w("foo", 4200, 300, 34),
+        Op::WriteBack,
+    ]
+}
+
+/// Extra seq-1 sequences with a sub-page small-write mode: alternation back and
+/// forth, and a page CoW'd twice (its first block freed, then reused).
+pub fn small_sequences() -> Vec<Vec<Op>> {
+    vec![
+        vec![
+            w("foo", 64, 128, 40),
+            w("foo", 64, 128, 41),
+            w("foo", 64, 128, 42),
+        ],
+        vec![
+            w("foo", 0, 4096, 43),
+            w("foo", 0, 4096, 44),
+            w("foo", 0, 4096, 45),
+        ],
+        vec![
+            w("bar", 10, 20, 46),
+            Op::Truncate(s("bar"), 0),
+            w("bar", 0, 64, 47),
+        ],
+    ]
+}
+
 /// One workload: setup, then these operations.
 pub fn seq1() -> Vec<Vec<Op>> {
     seq1_ops().into_iter().map(|o| vec![o]).collect()
 }
 
-/// Every ordered pair of seq-1 operations.
-pub fn seq2() -> Vec<Vec<Op>> {
-    let ops = seq1_ops();
+/// `seq1` for a small-write mode other than page CoW: the extra operations and
+/// sequences first (a `--max-states` budget reaches them), then the common ones.
+pub fn seq1_small() -> Vec<Vec<Op>> {
+    let mut v: Vec<Vec<Op>> = small_ops().into_iter().map(|o| vec![o]).collect();
+    v.extend(small_sequences());
+    v.extend(seq1());
+    v
+}
+
+/// Every ordered pair of seq-1 operations (with `small`, the small-write ones too).
+pub fn seq2_for(small: bool) -> Vec<Vec<Op>> {
+    let mut ops = seq1_ops();
+    if small {
+        ops.extend(small_ops());
+    }
     let mut v = Vec::new();
     for a in &ops {
         for b in &ops {
@@ -234,18 +312,31 @@ const PATHS: &[&str] = &[
 ];
 
 /// `count` seeded random sequences of 5–20 operations.
-pub fn random(seed: u64, count: usize) -> Vec<Vec<Op>> {
+/// With `small`, a quarter of the operations are sub-page writes or LAWN
+/// write-backs (the other choices draw the same way as without).
+pub fn random(seed: u64, count: usize, small: bool) -> Vec<Vec<Op>> {
     let mut rng = StdRng::seed_from_u64(seed);
     (0..count)
         .map(|_| {
             let n = rng.random_range(5..=20);
-            (0..n).map(|_| random_op(&mut rng)).collect()
+            (0..n).map(|_| random_op(&mut rng, small)).collect()
         })
         .collect()
 }
 
-fn random_op(rng: &mut StdRng) -> Op {
+fn random_op(rng: &mut StdRng, small: bool) -> Op {
     let p = |rng: &mut StdRng| s(PATHS[rng.random_range(0..PATHS.len())]);
+    if small && rng.random_range(0..4) == 0 {
+        if rng.random_range(0..8) == 0 {
+            return Op::WriteBack;
+        }
+        return Op::Write {
+            path: p(rng),
+            off: rng.random_range(0..9000),
+            len: rng.random_range(1..700),
+            seed: rng.random(),
+        };
+    }
     match rng.random_range(0..14) {
         0 => Op::Creat(p(rng)),
         1 => Op::Mkdir(p(rng)),
@@ -412,6 +503,10 @@ pub fn apply_fs(fs: &Fs, op: &Op) -> Result<(), i32> {
                 libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
             )
             .map_err(err)
+        }
+        Op::WriteBack => {
+            fs.lawn_writeback();
+            Ok(())
         }
     }
 }

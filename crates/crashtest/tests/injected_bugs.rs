@@ -1,8 +1,10 @@
-//! Scenario: every injected bug is caught. Each bug is run on the seq-1 (or, for the
-//! concurrent append protocol, multi-writer) workload where the full run first
-//! reports it (bugs are process-wide, so one test runs them one after another).
+//! Scenario: every injected bug is caught. Each bug is run on the seq-1 workload
+//! where the full run first reports it (bugs are process-wide, so one test runs them
+//! one after another); the LAWN bugs with the `lawn` small-write mode, the bug of the
+//! concurrent append protocol on the multi-writer workload.
 
 use crashtest::{Config, Kind};
+use mnemofs::SmallWriteMode;
 
 #[test]
 fn every_injected_bug_is_caught() {
@@ -20,6 +22,8 @@ fn every_injected_bug_is_caught() {
         ("free-before-commit", Kind::Seq1, 15),
         ("truncate-keeps-tail", Kind::Seq1, 11),
         ("tail-not-max", Kind::Multi, 1),
+        ("lawn-descriptor-before-data", Kind::Seq1, 0),
+        ("lawn-descriptor-kept-on-reuse", Kind::Seq1, 7),
     ];
     assert_eq!(
         cases.len(),
@@ -37,6 +41,9 @@ fn every_injected_bug_is_caught() {
         cfg.only = Some(only);
         cfg.bug = Some(bug);
         cfg.max_violations = Some(1);
+        if name.starts_with("lawn-") {
+            cfg.small_write = SmallWriteMode::Lawn;
+        }
         let r = crashtest::run(&cfg, |_| {}).unwrap();
         assert!(r.violations > 0, "{name} was not caught: {r:?}");
         let v = &r.details[0];

@@ -22,6 +22,8 @@ pub enum Bug {
     FreeBeforeCommit,
     TruncateKeepsTail,
     TailNotMax,
+    LawnDescriptorBeforeData,
+    LawnDescriptorKeptOnReuse,
 }
 
 /// Name, bug and what it does.
@@ -90,6 +92,17 @@ pub const ALL: &[(&str, Bug, &str)] = &[
         "tail-not-max",
         Bug::TailNotMax,
         "a concurrent writer that finishes last stores its own tail even when a later entry's tail is already stored (pNOVA Fig. 3)",
+    ),
+    (
+        "lawn-descriptor-before-data",
+        Bug::LawnDescriptorBeforeData,
+        "LAWN sets a descriptor before its slot data is persisted (needs --small-write lawn)",
+    ),
+    (
+        "lawn-descriptor-kept-on-reuse",
+        Bug::LawnDescriptorKeptOnReuse,
+        "LAWN descriptors are not cleared before a page CoW frees their block for reuse \
+         (needs --small-write lawn)",
     ),
 ];
 

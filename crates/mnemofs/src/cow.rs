@@ -17,6 +17,7 @@ use crate::log;
 use crate::space::Run;
 use crate::types::*;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// Takes the inode's state lock for one of the short sections of a concurrent write:
 /// they last a few hundred nanoseconds, less than parking a thread and waking it, so
@@ -118,7 +119,13 @@ impl Fs {
             let dst = &mut out[(lo - offset) as usize..(hi - offset) as usize];
             match inode.index.get(pg) {
                 0 => dst.fill(0),
-                block => self.pm.read(block * BLOCK + (lo - pstart), dst),
+                block => {
+                    self.pm.read(block * BLOCK + (lo - pstart), dst);
+                    // LAWN: newer slices in the zone.
+                    self.lawn
+                        .core
+                        .overlay(&self.pm, inode.ino, pg, block, lo, dst);
+                }
             }
         }
         Ok(n as usize)
@@ -138,17 +145,34 @@ impl Fs {
         self.write_inode(&inode, offset, data)
     }
 
-    fn write_inode(&self, inode: &Inode, offset: Option<u64>, data: &[u8]) -> Result<(u64, usize)> {
+    fn write_inode(
+        &self,
+        inode: &Arc<Inode>,
+        offset: Option<u64>,
+        data: &[u8],
+    ) -> Result<(u64, usize)> {
         // Appends lock to the end of the file (their offset is the size, read under
         // the lock). A bounded write locks its own pages even when it extends the
         // file: its size_after is computed under the state lock at commit, so
         // concurrent extending writes still leave the larger size.
+        // Whole pages: a sub-page write may move other bytes of its page (LAWN
+        // write-back, page CoW), so no reader of the same page may run meanwhile.
         let _w = match offset {
-            Some(off) => inode
-                .data
-                .write(off / BLOCK * BLOCK, off.saturating_add(data.len() as u64)),
+            Some(off) => inode.data.write(
+                off / BLOCK * BLOCK,
+                off.saturating_add(data.len() as u64)
+                    .saturating_add(BLOCK - 1)
+                    / BLOCK
+                    * BLOCK,
+            ),
             None => inode.data.write(0, u64::MAX),
         };
+        // Sub-page overwrites by LAWN or fine-log (lawn/, finelog.rs); None: CoW.
+        if let Some(off) = offset {
+            if let Some(n) = self.small_write(inode, off, data)? {
+                return Ok((off, n));
+            }
+        }
         if let (Some(off), false) = (offset, self.opts.lock == LockMode::Inode) {
             return self.write_concurrent(inode, off, data).map(|n| (off, n));
         }
@@ -169,7 +193,7 @@ impl Fs {
         let first = off / BLOCK;
         let last = (end - 1) / BLOCK;
         let runs = self.space.alloc(last - first + 1, false)?;
-        self.copy_in(&runs, off, data, old);
+        self.copy_in(inode.ino, &runs, off, data, old);
         if self.opts.lock == LockMode::Inode {
             self.commit_write_locked(inode, first, end, &runs)?;
         } else {
@@ -187,7 +211,14 @@ impl Fs {
 
     /// Stores `data` (at file offset `off`) into the fresh blocks `runs`, merging the
     /// partial head and tail pages with their old blocks `old`.
-    fn copy_in(&self, runs: &[Run], off: u64, data: &[u8], old: (Option<u64>, Option<u64>)) {
+    fn copy_in(
+        &self,
+        ino: Ino,
+        runs: &[Run],
+        off: u64,
+        data: &[u8],
+        old: (Option<u64>, Option<u64>),
+    ) {
         let end = off + data.len() as u64;
         let first = off / BLOCK;
         // The merge buffer, allocated only for a partial page.
@@ -205,7 +236,7 @@ impl Fs {
                     let old_block = if pg == first { old.0 } else { old.1 };
                     page.resize(BLOCK as usize, 0);
                     match old_block {
-                        Some(ob) => self.pm.read(ob * BLOCK, &mut page),
+                        Some(ob) => self.read_page_merged(ino, pg, ob, &mut page),
                         None => page.fill(0),
                     }
                     page[lo as usize..hi as usize].copy_from_slice(src);
@@ -254,7 +285,7 @@ impl Fs {
                 return Err(e);
             }
         };
-        self.copy_in(&runs, off, data, old);
+        self.copy_in(inode.ino, &runs, off, data, old);
         interleave::point(Point::DataWritten);
         self.finish_concurrent(inode, &r, &entries);
         Ok(data.len())
@@ -392,7 +423,7 @@ impl Fs {
         let b = self.space.alloc_one(false)?;
         let mut page = vec![0u8; BLOCK as usize];
         if let Some(p) = st.pages.get(&pg) {
-            self.pm.read(p.block * BLOCK, &mut page);
+            self.read_page_merged(st.ino, pg, p.block, &mut page);
         }
         patch(&mut page);
         self.pm.write_nt(b * BLOCK, &page);

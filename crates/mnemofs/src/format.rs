@@ -8,7 +8,8 @@ use crate::types::{FileKind, Timespec};
 
 /// Block (page) size.
 pub const BLOCK: u64 = 4096;
-/// Format version written by this build.
+/// Format version written by this build (2: LAWN zone, descriptor table and fine-log
+/// redo areas after the inode table).
 pub const VERSION: u32 = 2;
 /// Superblock magic.
 pub const MAGIC: [u8; 8] = *b"MNEMOFS\0";
@@ -37,8 +38,47 @@ pub struct Geometry {
     pub freelist_blocks: u64,
     pub inode_table_start: u64,
     pub inode_table_blocks: u64,
+    /// Fine-log redo areas: `REDO_BLOCKS` blocks per CPU (docs/FORMAT.md).
+    pub redo_start: u64,
+    /// LAWN descriptor table: one 16-byte descriptor per zone slot.
+    pub desc_start: u64,
+    /// LAWN zone slots (`zone_slots` of `slot_size` bytes, split evenly per CPU).
+    pub slot_start: u64,
+    pub zone_slots: u64,
+    pub slot_size: u32,
     pub data_start: u64,
     pub created: u64,
+}
+
+/// Blocks of one CPU's fine-log redo area (one record of up to a page of data).
+pub const REDO_BLOCKS: u64 = 2;
+/// Bytes of one LAWN descriptor.
+pub const DESC_SIZE: u64 = 16;
+/// Default LAWN slot size and zone share of the image.
+pub const DEFAULT_SLOT_SIZE: u32 = 64;
+pub const DEFAULT_ZONE_PERCENT: u32 = 3;
+
+/// How much of the image the LAWN zone takes, and its slot size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ZoneParams {
+    /// Percent of the image for slots plus descriptors (0: no zone).
+    pub percent: u32,
+    /// Slot size: a multiple of 64 that divides the block size, at most 2048.
+    pub slot_size: u32,
+}
+
+impl Default for ZoneParams {
+    fn default() -> Self {
+        ZoneParams {
+            percent: DEFAULT_ZONE_PERCENT,
+            slot_size: DEFAULT_SLOT_SIZE,
+        }
+    }
+}
+
+/// Whether `s` is an acceptable slot size.
+pub fn valid_slot_size(s: u32) -> bool {
+    (64..=2048).contains(&s) && s.is_multiple_of(64) && (BLOCK as u32).is_multiple_of(s)
 }
 
 /// Smallest image mkfs accepts.
@@ -55,6 +95,27 @@ impl Geometry {
     /// Like `compute`, with another minimum size (tiny in-memory images for the crash
     /// explorer; the layout rules are the same).
     pub fn compute_with_min(size: u64, cpus: u32, inodes: u64, min: u64) -> Result<Geometry> {
+        Self::compute_zoned(size, cpus, inodes, min, ZoneParams::default())
+    }
+
+    /// Like `compute_with_min`, with the LAWN zone's size and slot size.
+    pub fn compute_zoned(
+        size: u64,
+        cpus: u32,
+        inodes: u64,
+        min: u64,
+        zone: ZoneParams,
+    ) -> Result<Geometry> {
+        if !valid_slot_size(zone.slot_size) {
+            return Err(FsError::Invalid(
+                "LAWN slot size must be a multiple of 64 that divides 4096, at most 2048",
+            ));
+        }
+        if zone.percent > 50 {
+            return Err(FsError::Invalid(
+                "LAWN zone may take at most 50% of the image",
+            ));
+        }
         if size < min {
             return Err(FsError::ImageTooSmall { size, min });
         }
@@ -71,7 +132,15 @@ impl Geometry {
         let freelist_start = journal_start + cpus as u64;
         let inode_table_start = freelist_start + FREELIST_BLOCKS;
         let inode_table_blocks = (inode_count * INODE_SIZE).div_ceil(BLOCK);
-        let data_start = inode_table_start + inode_table_blocks;
+        let redo_start = inode_table_start + inode_table_blocks;
+        let desc_start = redo_start + REDO_BLOCKS * cpus as u64;
+        // Slots plus their descriptors take `percent` of the image; every CPU's
+        // sub-zone has the same number of slots.
+        let zone_bytes = size / 100 * zone.percent as u64;
+        let per_cpu = zone_bytes / (zone.slot_size as u64 + DESC_SIZE) / cpus as u64;
+        let zone_slots = per_cpu * cpus as u64;
+        let slot_start = desc_start + (zone_slots * DESC_SIZE).div_ceil(BLOCK);
+        let data_start = slot_start + (zone_slots * zone.slot_size as u64).div_ceil(BLOCK);
         if data_start + 64 * cpus as u64 > total_blocks {
             return Err(FsError::ImageTooSmall {
                 size,
@@ -87,6 +156,11 @@ impl Geometry {
             freelist_blocks: FREELIST_BLOCKS,
             inode_table_start,
             inode_table_blocks,
+            redo_start,
+            desc_start,
+            slot_start,
+            zone_slots,
+            slot_size: zone.slot_size,
             data_start,
             created: Timespec::now().sec as u64,
         })
@@ -108,6 +182,8 @@ impl Geometry {
         put_u64(&mut b, 72, self.inode_table_blocks);
         put_u64(&mut b, 80, self.data_start);
         put_u64(&mut b, 88, self.created);
+        put_u64(&mut b, 96, self.zone_slots);
+        put_u32(&mut b, 104, self.slot_size);
         let c = crc(&b[..SB_CSUM_LEN]);
         put_u32(&mut b, SB_CSUM_LEN, c);
         b
@@ -132,19 +208,40 @@ impl Geometry {
         if get_u32(b, 12) as u64 != BLOCK {
             return Err("unsupported block size".into());
         }
+        let cpus = get_u32(b, 24);
+        let inode_table_start = get_u64(b, 64);
+        let inode_table_blocks = get_u64(b, 72);
+        let zone_slots = get_u64(b, 96);
+        let slot_size = get_u32(b, 104);
+        // Derived positions (checked against data_start below); saturating so that
+        // garbage cannot overflow before it is rejected.
+        let redo_start = inode_table_start.saturating_add(inode_table_blocks);
+        let desc_start = redo_start.saturating_add(REDO_BLOCKS.saturating_mul(cpus as u64));
+        let slot_start =
+            desc_start.saturating_add(zone_slots.saturating_mul(DESC_SIZE).div_ceil(BLOCK));
+        let slots_end =
+            slot_start.saturating_add(zone_slots.saturating_mul(slot_size as u64).div_ceil(BLOCK));
         let g = Geometry {
             total_blocks: get_u64(b, 16),
-            cpus: get_u32(b, 24),
+            cpus,
             inode_count: get_u64(b, 32),
             journal_start: get_u64(b, 40),
             freelist_start: get_u64(b, 48),
             freelist_blocks: get_u64(b, 56),
-            inode_table_start: get_u64(b, 64),
-            inode_table_blocks: get_u64(b, 72),
+            inode_table_start,
+            inode_table_blocks,
+            redo_start,
+            desc_start,
+            slot_start,
+            zone_slots,
+            slot_size,
             data_start: get_u64(b, 80),
             created: get_u64(b, 88),
         };
         let ok = g.cpus >= 1
+            && valid_slot_size(g.slot_size)
+            && g.zone_slots.is_multiple_of(g.cpus.max(1) as u64)
+            && g.data_start == slots_end
             && g.cpus <= 64
             && g.journal_start == 2
             && g.freelist_start == g.journal_start + g.cpus as u64
@@ -152,7 +249,6 @@ impl Geometry {
             && g.inode_count > 0
             && g.inode_count.is_multiple_of(g.cpus as u64)
             && g.inode_table_blocks == (g.inode_count * INODE_SIZE).div_ceil(BLOCK)
-            && g.data_start == g.inode_table_start + g.inode_table_blocks
             && g.data_start < g.total_blocks
             && g.total_blocks
                 .checked_mul(BLOCK)
@@ -173,6 +269,31 @@ impl Geometry {
         } else {
             self.encode()
         }
+    }
+
+    /// PM offset of CPU `cpu`'s fine-log redo area.
+    pub fn redo_off(&self, cpu: u32) -> u64 {
+        (self.redo_start + REDO_BLOCKS * cpu as u64) * BLOCK
+    }
+
+    /// PM offset of the descriptor of zone slot `slot`.
+    pub fn desc_off(&self, slot: u64) -> u64 {
+        self.desc_start * BLOCK + slot * DESC_SIZE
+    }
+
+    /// PM offset of zone slot `slot`.
+    pub fn slot_off(&self, slot: u64) -> u64 {
+        self.slot_start * BLOCK + slot * self.slot_size as u64
+    }
+
+    /// Slots of each CPU's sub-zone.
+    pub fn slots_per_cpu(&self) -> u64 {
+        self.zone_slots / self.cpus as u64
+    }
+
+    /// Slices (slot-sized pieces) of one page.
+    pub fn slices_per_page(&self) -> u64 {
+        BLOCK / self.slot_size as u64
     }
 
     pub fn journal_off(&self, cpu: u32) -> u64 {

@@ -4,8 +4,8 @@
 use crate::bugs::{self, Bug};
 use crate::error::{FsError, Result};
 use crate::format::{
-    encode_inode_static, Entry, Geometry, BLOCK, INO_HEAD_OFF, INO_TAIL_OFF, INO_VALID_OFF,
-    SB_REPLICA_BLOCK, SB_STATE_OFF, STATE_CLEAN,
+    encode_inode_static, Entry, Geometry, ZoneParams, BLOCK, INO_HEAD_OFF, INO_TAIL_OFF,
+    INO_VALID_OFF, SB_REPLICA_BLOCK, SB_STATE_OFF, STATE_CLEAN,
 };
 use crate::inode::{Inode, InodeState};
 use crate::journal::Journals;
@@ -52,7 +52,7 @@ impl FileHandle {
 }
 
 pub struct Fs {
-    pub(crate) pm: Pm,
+    pub(crate) pm: Arc<Pm>,
     pub(crate) geo: Geometry,
     pub(crate) space: Space,
     pub(crate) journals: Journals,
@@ -66,6 +66,16 @@ pub struct Fs {
     /// completing, at once (shows whether a frontend delivers writes to one file in
     /// parallel).
     pub(crate) writers_max: AtomicU64,
+    /// LAWN zone (DRAM side) and the fine-log redo areas.
+    pub(crate) lawn: crate::lawn::Lawn,
+    pub(crate) finelog: crate::finelog::Finelog,
+}
+
+fn zone_params(opts: &MkfsOptions) -> ZoneParams {
+    ZoneParams {
+        percent: opts.zone_percent,
+        slot_size: opts.slot_size,
+    }
 }
 
 /// Formats `path` (created when missing) as an empty mnemofs.
@@ -77,7 +87,13 @@ pub fn mkfs(path: &Path, opts: &MkfsOptions) -> Result<()> {
     } else {
         opts.cpus
     };
-    let geo = Geometry::compute(opts.size, cpus, opts.inodes)?;
+    let geo = Geometry::compute_zoned(
+        opts.size,
+        cpus,
+        opts.inodes,
+        crate::format::MIN_SIZE,
+        zone_params(opts),
+    )?;
     if !opts.force {
         if let Ok(existing) = Pm::open(path, false) {
             let mut scratch = Vec::new();
@@ -98,16 +114,24 @@ pub fn mkfs(path: &Path, opts: &MkfsOptions) -> Result<()> {
 /// explorer).
 pub fn mkfs_pm(pm: &Pm, opts: &MkfsOptions) -> Result<()> {
     let size = pm.len().min(opts.size);
-    let geo = Geometry::compute_with_min(size, opts.cpus.max(1), opts.inodes, MKFS_PM_MIN)?;
+    let geo = Geometry::compute_zoned(
+        size,
+        opts.cpus.max(1),
+        opts.inodes,
+        MKFS_PM_MIN,
+        zone_params(opts),
+    )?;
     format(pm, &geo);
     Ok(())
 }
 
 /// Writes an empty file system onto `pm`.
 pub(crate) fn format(pm: &Pm, geo: &Geometry) {
-    // Metadata area: superblocks, journals, free list, inode table.
-    pm.zero(0, geo.data_start * BLOCK);
-    pm.flush(0, geo.data_start * BLOCK);
+    // Metadata area: superblocks, journals, free list, inode table, fine-log redo
+    // areas, LAWN descriptor table (all clear). Zone slots hold nothing until a
+    // descriptor names them, so they are left as they are.
+    pm.zero(0, geo.slot_start * BLOCK);
+    pm.flush(0, geo.slot_start * BLOCK);
     // Root directory: slot, one log page with its initial attributes.
     let root_page = geo.data_start;
     init_page(pm, root_page, ROOT_INO);
@@ -174,8 +198,17 @@ impl Fs {
     pub fn from_pm(mut pm: Pm, opts: &MountOptions) -> Result<Fs> {
         // The latency profile applies from recovery on.
         pm.set_profile(opts.pm_profile);
-        let loaded = recovery::load(&pm, Mode::Mount)?;
+        let mut loaded = recovery::load(&pm, Mode::Mount)?;
         let geo = loaded.geo;
+        // Fine-log records and LAWN descriptors, against the replayed mappings.
+        crate::finelog::recover(&pm, &geo, &loaded.states, Mode::Mount, &mut loaded.problems);
+        let subs = crate::lawn::recover::scan(
+            &pm,
+            &geo,
+            &loaded.states,
+            Mode::Mount,
+            &mut loaded.problems,
+        );
         let space = Space::empty(geo);
         for &(s, l) in &loaded.free {
             space.free_run(s, l);
@@ -197,8 +230,11 @@ impl Fs {
                 .write()
                 .insert(ino, inode);
         }
-        Ok(Fs {
+        let pm = Arc::new(pm);
+        let fs = Fs {
             journals: Journals::new(&geo),
+            lawn: crate::lawn::Lawn::new(geo, subs),
+            finelog: crate::finelog::Finelog::new(&geo),
             pm,
             geo,
             space,
@@ -207,11 +243,20 @@ impl Fs {
             clean_mount: loaded.clean,
             rename_lock: Mutex::new(()),
             writers_max: AtomicU64::new(0),
-        })
+        };
+        fs.lawn_register_recovered();
+        if opts.small_write == SmallWriteMode::Lawn && opts.lawn_writeback_thread {
+            fs.lawn.start_writeback(fs.pm.clone());
+        }
+        Ok(fs)
     }
 
     /// Saves the free lists, marks the image clean and unmaps it.
     pub fn unmount(self) -> Result<()> {
+        // LAWN: no write-back after the state word says clean; times of in-place
+        // small writes go to the log.
+        self.lawn.stop_writeback();
+        self.persist_lazy_times();
         let runs = self.space.extents();
         if recovery::save_freelist(&self.pm, &self.geo, &runs) {
             // Fence: the saved free list is durable before the state word that says
@@ -365,6 +410,9 @@ impl Fs {
                 freed.extend(st.apply(off, e));
             }
         }
+        // LAWN: descriptors of the unmapped blocks are cleared before the blocks can
+        // be reused.
+        self.lawn.core.before_free(&self.pm, &freed);
         self.space.free_runs(&freed);
         for (st, _) in parts.iter_mut() {
             self.gc(st);
@@ -457,6 +505,8 @@ impl Fs {
         st.pages.clear();
         st.log.pages.clear();
         drop(st);
+        // LAWN: descriptors of the freed blocks are cleared before they can be reused.
+        self.lawn.core.before_free(&self.pm, &runs);
         self.space.free_runs(&runs);
         self.table.shards[ino as usize % SHARDS]
             .write()
@@ -578,6 +628,8 @@ impl Fs {
             log_pages += st.log.pages.len() as u64;
             data_pages += st.pages.len() as u64;
         }
+        let (lawn_used, lawn_free) = self.lawn_usage();
+        let lc = &self.lawn.core.counters;
         FsStats {
             size_bytes: self.geo.total_blocks * BLOCK,
             block_size: BLOCK as u32,
@@ -599,6 +651,14 @@ impl Fs {
             small_write_mode: self.opts.small_write.name().to_string(),
             clean_mount: self.clean_mount,
             max_concurrent_writers: self.writers_max.load(Ordering::Relaxed),
+            lawn_slot_size: self.geo.slot_size,
+            lawn_slots_used: lawn_used,
+            lawn_slots_free: lawn_free,
+            lawn_zone_writes: lc.zone_writes.load(Ordering::Relaxed),
+            lawn_file_writes: lc.file_writes.load(Ordering::Relaxed),
+            lawn_writebacks: lc.writebacks.load(Ordering::Relaxed),
+            finelog_writes: lc.finelog_writes.load(Ordering::Relaxed),
+            small_write_fallbacks: lc.fallbacks.load(Ordering::Relaxed),
         }
     }
 

@@ -24,6 +24,8 @@ pub struct FsckReport {
     pub data_pages: u64,
     pub free_blocks: u64,
     pub clean_unmount: bool,
+    /// Valid LAWN descriptors (runs of zone slices).
+    pub lawn_runs: u64,
 }
 
 impl FsckReport {
@@ -49,8 +51,23 @@ pub fn fsck_pm(pm: &Pm) -> Result<FsckReport> {
 /// Checks a region that is already a private copy: recovery runs on it and changes
 /// it (the crash explorer's copies; nobody else may use `pm` afterwards).
 pub fn fsck_private(pm: &Pm) -> Result<FsckReport> {
-    let loaded = recovery::load(pm, Mode::Fsck)?;
+    let mut loaded = recovery::load(pm, Mode::Fsck)?;
+    crate::finelog::recover(
+        pm,
+        &loaded.geo,
+        &loaded.states,
+        Mode::Fsck,
+        &mut loaded.problems,
+    );
+    let subs = crate::lawn::recover::scan(
+        pm,
+        &loaded.geo,
+        &loaded.states,
+        Mode::Fsck,
+        &mut loaded.problems,
+    );
     let mut r = FsckReport {
+        lawn_runs: subs.iter().map(|z| z.runs() as u64).sum(),
         problems: loaded.problems,
         inodes: loaded.states.len() as u64,
         log_pages: loaded.log_pages,

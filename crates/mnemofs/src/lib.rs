@@ -9,6 +9,8 @@
 //! - [`log`]: per-inode logs of commit-marked entries, log GC.
 //! - [`lock`]: the per-file lock abstraction (`inode` mode: NOVA's rwlock).
 //! - [`cow`]: page copy-on-write file data.
+//! - `lawn`: LAWN alternate writing of sub-page writes (zone, descriptors, write-back).
+//! - `finelog`: the fine-grained redo-log baseline for sub-page writes.
 //! - [`namespace`]: directories, links, rename.
 //! - [`recovery`]: mount, journal rollback, log replay, free-list rebuild.
 //! - [`fsck`]: the checker.
@@ -22,6 +24,7 @@ pub mod format;
 pub mod types;
 
 mod cow;
+mod finelog;
 mod fs;
 pub mod fsck;
 mod index;
@@ -29,6 +32,7 @@ mod inode;
 #[doc(hidden)]
 pub mod interleave;
 mod journal;
+mod lawn;
 mod lock;
 mod log;
 mod namespace;

@@ -189,14 +189,24 @@ pub enum SmallWriteMode {
     /// Page copy-on-write: partial pages are merged into fresh pages.
     #[default]
     Cow,
+    /// Fine-grained redo log: the data is logged, then written in place (baseline).
+    Finelog,
+    /// LAWN alternate writing between a zone slot and the file page.
+    Lawn,
 }
 
 impl SmallWriteMode {
-    pub const ALL: &'static [(&'static str, SmallWriteMode)] = &[("cow", SmallWriteMode::Cow)];
+    pub const ALL: &'static [(&'static str, SmallWriteMode)] = &[
+        ("cow", SmallWriteMode::Cow),
+        ("finelog", SmallWriteMode::Finelog),
+        ("lawn", SmallWriteMode::Lawn),
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             SmallWriteMode::Cow => "cow",
+            SmallWriteMode::Finelog => "finelog",
+            SmallWriteMode::Lawn => "lawn",
         }
     }
 }
@@ -212,6 +222,10 @@ pub struct MkfsOptions {
     pub inodes: u64,
     /// Overwrite an existing mnemofs.
     pub force: bool,
+    /// Percent of the image for the LAWN zone (slots plus descriptors; 0 = none).
+    pub zone_percent: u32,
+    /// LAWN slot size in bytes (a multiple of 64 dividing 4096, at most 2048).
+    pub slot_size: u32,
 }
 
 impl Default for MkfsOptions {
@@ -221,6 +235,8 @@ impl Default for MkfsOptions {
             cpus: 0,
             inodes: 0,
             force: false,
+            zone_percent: crate::format::DEFAULT_ZONE_PERCENT,
+            slot_size: crate::format::DEFAULT_SLOT_SIZE,
         }
     }
 }
@@ -251,10 +267,20 @@ pub const PRESETS: &[Preset] = &[
         lock: LockMode::Segment,
         small_write: SmallWriteMode::Cow,
     },
+    Preset {
+        name: "finelog",
+        lock: LockMode::Segment,
+        small_write: SmallWriteMode::Finelog,
+    },
+    Preset {
+        name: "lawn",
+        lock: LockMode::Segment,
+        small_write: SmallWriteMode::Lawn,
+    },
 ];
 
 /// Presets that DESIGN.md names but whose modes are not built yet.
-pub const PLANNED_PRESETS: &[&str] = &["finelog", "lawn", "full"];
+pub const PLANNED_PRESETS: &[&str] = &["full"];
 
 /// Default segment size of the `segment` lock mode.
 pub const DEFAULT_SEGMENT_SIZE: u64 = 4096;
@@ -271,6 +297,10 @@ pub struct MountOptions {
     pub pm_profile: pm::PmProfile,
     /// Segment size of the `segment` lock mode (a power of two ≥ 4096; 0 = default).
     pub segment_size: u64,
+    /// Run LAWN's background write-back thread (off: zone slices stay until a page
+    /// CoW, `Fs::lawn_writeback` or a full zone; the crash explorer's traces must be
+    /// deterministic).
+    pub lawn_writeback_thread: bool,
 }
 
 impl MountOptions {
@@ -281,6 +311,7 @@ impl MountOptions {
             exclusive: true,
             pm_profile: pm::PmProfile::DRAM,
             segment_size: DEFAULT_SEGMENT_SIZE,
+            lawn_writeback_thread: true,
         }
     }
 }
@@ -310,4 +341,15 @@ pub struct FsStats {
     pub clean_mount: bool,
     /// The most data writes that were inside the engine at the same time.
     pub max_concurrent_writers: u64,
+    /// LAWN zone: slot size, slots in use and free.
+    pub lawn_slot_size: u32,
+    pub lawn_slots_used: u64,
+    pub lawn_slots_free: u64,
+    /// Small writes that went to a zone slot / to the file in place (LAWN), runs
+    /// written back, fine-log writes, and small writes that fell back to page CoW.
+    pub lawn_zone_writes: u64,
+    pub lawn_file_writes: u64,
+    pub lawn_writebacks: u64,
+    pub finelog_writes: u64,
+    pub small_write_fallbacks: u64,
 }

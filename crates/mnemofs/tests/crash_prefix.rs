@@ -231,6 +231,7 @@ fn every_fence_of_every_operation_recovers_atomically() {
             cpus: 2,
             inodes: 256,
             force: true,
+            ..Default::default()
         },
     )
     .unwrap();

@@ -46,6 +46,9 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (d.clone(), n.clone(), 1usize..300).prop_map(|(a, b, l)| Op::Symlink(a, b, l)),
         6 => (d.clone(), n.clone(), 0u64..20000, 1usize..9000, any::<u8>())
             .prop_map(|(a, b, o, l, s)| Op::Write(a, b, o, l, s)),
+        // Sub-page writes (LAWN / fine-log when the case's mode has them).
+        4 => (d.clone(), n.clone(), 0u64..16000, 1usize..700, any::<u8>())
+            .prop_map(|(a, b, o, l, s)| Op::Write(a, b, o, l, s)),
         2 => (d.clone(), n.clone(), 1usize..5000, any::<u8>()).prop_map(|(a, b, l, s)| Op::Append(a, b, l, s)),
         3 => (d.clone(), n.clone(), 0u64..20000).prop_map(|(a, b, s)| Op::Truncate(a, b, s)),
         1 => (d.clone(), n.clone(), 0u32..0o7777).prop_map(|(a, b, m)| Op::Chmod(a, b, m)),
@@ -492,10 +495,12 @@ fn compare_dir(fs: &Fs, m: &Model, dir: Ino, seen: &mut HashMap<Ino, Ino>) {
     }
 }
 
-fn run(ops: &[Op], lock: mnemofs::LockMode) {
+fn run(ops: &[Op], lock: mnemofs::LockMode, small_write: mnemofs::SmallWriteMode) {
     let img = common::fresh(32 << 20);
     let opts = mnemofs::MountOptions {
         lock,
+        small_write,
+        lawn_writeback_thread: true,
         ..common::opts()
     };
     let mount = |img: &common::Img| mnemofs::mount(&img.path, &opts).unwrap();
@@ -546,7 +551,8 @@ proptest! {
     fn model_matches(
         ops in proptest::collection::vec(op(), 100..150),
         lock in proptest::sample::select(mnemofs::LockMode::ALL.iter().map(|x| x.1).collect::<Vec<_>>()),
+        small_write in proptest::sample::select(mnemofs::SmallWriteMode::ALL.iter().map(|x| x.1).collect::<Vec<_>>()),
     ) {
-        run(&ops, lock);
+        run(&ops, lock, small_write);
     }
 }

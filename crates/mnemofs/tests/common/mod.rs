@@ -9,6 +9,17 @@ pub struct Img {
     pub path: PathBuf,
 }
 
+/// A temporary directory and an image path in it, not formatted yet.
+pub fn fresh_empty() -> Img {
+    let dir = if Path::new("/dev/shm").is_dir() {
+        tempfile::tempdir_in("/dev/shm").unwrap()
+    } else {
+        tempfile::tempdir().unwrap()
+    };
+    let path = dir.path().join("img");
+    Img { dir, path }
+}
+
 /// A fresh image of `size` bytes in a temporary directory (on /dev/shm when present).
 pub fn fresh(size: u64) -> Img {
     let dir = if Path::new("/dev/shm").is_dir() {
@@ -24,6 +35,7 @@ pub fn fresh(size: u64) -> Img {
             cpus: 2,
             inodes: 0,
             force: false,
+            ..Default::default()
         },
     )
     .unwrap();

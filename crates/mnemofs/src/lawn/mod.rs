@@ -1,0 +1,560 @@
+//! LAWN: logless alternate writing for sub-page writes (papers/lawn §4; DESIGN.md §2,
+//! §3). The zone and its descriptor table are on PM (docs/FORMAT.md); the DRAM side
+//! of each per-CPU sub-zone is in [`zone`], the 16-byte descriptors in
+//! [`descriptor`], the background write-back in [`writeback`], the mount-time scan
+//! in [`recover`].
+//!
+//! A sub-page overwrite inside one mapped page and inside the file's size is cut into
+//! slot-aligned slices `s0..=s1` (patched with the newest bytes to slot boundaries):
+//! - no run of the page overlaps them: the patched slices go to a fresh run of free
+//!   slots, persisted, then the run's descriptor is set (one 16-byte store),
+//!   persisted (Algorithm 1, lines 2–6);
+//! - exactly one run covers them: the newest copy is in the zone, so the run's whole
+//!   range (zone copy patched with the new bytes) goes to the file page in place,
+//!   persisted, then the descriptor is cleared, persisted (lines 8–11);
+//! - otherwise the overlapping runs are first written back (a copy that changes no
+//!   file contents, each crash-safe on its own), then the first case applies.
+//!
+//! Each write has exactly one commit point (one descriptor store), so a write is
+//! all-or-nothing even when it spans many slices — stronger than the paper, which
+//! commits slice by slice. A descriptor names the data block it shadows: a page CoW,
+//! truncate, hole punch or unlink maps other blocks (or none), so recovery ignores
+//! the old descriptors, and every descriptor of a block is cleared (persisted) before
+//! that block is freed ([`LawnCore::before_free`]), so a reused block can never
+//! match a stale descriptor.
+//!
+//! Writes that are whole pages, span pages, extend the file or hit a hole take page
+//! CoW, as does any write when the sub-zone has no free run of the size needed (a
+//! full zone is never an error).
+
+pub(crate) mod descriptor;
+pub(crate) mod recover;
+pub(crate) mod writeback;
+pub(crate) mod zone;
+
+use crate::bugs::{self, Bug};
+use crate::format::{Geometry, BLOCK};
+use crate::fs::Fs;
+use crate::inode::Inode;
+use crate::space::Run;
+use crate::types::{Ino, SmallWriteMode, Timespec};
+use descriptor::Desc;
+use parking_lot::{Condvar, Mutex};
+use pm::Pm;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use zone::{RunInfo, SubZone};
+
+/// Below this share of free slots a sub-zone wakes the write-back thread (percent).
+pub(crate) const LOW_WATER_PCT: u64 = 10;
+/// The write-back thread stops once this share is free again (percent).
+pub(crate) const HIGH_WATER_PCT: u64 = 20;
+
+/// Counters of the small-write paths (exact; reported in `FsStats`).
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub zone_writes: AtomicU64,
+    pub file_writes: AtomicU64,
+    pub writebacks: AtomicU64,
+    pub fallbacks: AtomicU64,
+    pub finelog_writes: AtomicU64,
+}
+
+/// Everything the write-back thread shares with the file system.
+pub(crate) struct LawnCore {
+    pub geo: Geometry,
+    pub subs: Vec<Mutex<SubZone>>,
+    /// Inodes with runs, per sub-zone (the write-back thread locks their pages).
+    pub handles: Vec<Mutex<HashMap<Ino, Weak<Inode>>>>,
+    /// Valid runs in the whole zone (lets paths skip the zone when it is empty).
+    pub valid: AtomicU64,
+    pub counters: Counters,
+    /// Inodes whose mtime changed without a log entry (persisted at unmount).
+    pub dirty_times: Mutex<HashSet<Ino>>,
+    pub wake: Mutex<bool>,
+    pub wake_cv: Condvar,
+    pub stop: AtomicBool,
+}
+
+/// The LAWN zone of a mounted file system.
+pub(crate) struct Lawn {
+    pub core: Arc<LawnCore>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Lawn {
+    /// The zone with the runs recovered from the descriptor table.
+    pub fn new(geo: Geometry, subs: Vec<SubZone>) -> Lawn {
+        let valid: usize = subs.iter().map(|s| s.runs()).sum();
+        let n = subs.len();
+        Lawn {
+            core: Arc::new(LawnCore {
+                geo,
+                subs: subs.into_iter().map(Mutex::new).collect(),
+                handles: (0..n).map(|_| Mutex::new(HashMap::new())).collect(),
+                valid: AtomicU64::new(valid as u64),
+                counters: Counters::default(),
+                dirty_times: Mutex::new(HashSet::new()),
+                wake: Mutex::new(false),
+                wake_cv: Condvar::new(),
+                stop: AtomicBool::new(false),
+            }),
+            thread: Mutex::new(None),
+        }
+    }
+
+    /// Starts the background write-back thread.
+    pub fn start_writeback(&self, pm: Arc<Pm>) {
+        if self.core.subs.is_empty() {
+            return;
+        }
+        let core = self.core.clone();
+        let h = std::thread::Builder::new()
+            .name("mnemofs-lawn-wb".into())
+            .spawn(move || writeback::run(&core, &pm));
+        if let Ok(h) = h {
+            *self.thread.lock() = Some(h);
+        }
+    }
+
+    /// Stops the write-back thread and waits for it.
+    pub fn stop_writeback(&self) {
+        self.core.stop.store(true, Ordering::Release);
+        self.core.kick();
+        if let Some(h) = self.thread.lock().take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Lawn {
+    fn drop(&mut self) {
+        self.stop_writeback();
+    }
+}
+
+fn overlaps(r: &RunInfo, s0: u32, s1: u32) -> bool {
+    r.desc.first <= s1 && r.desc.first + r.desc.count > s0
+}
+
+impl LawnCore {
+    pub fn sub_of(&self, ino: Ino) -> usize {
+        self.geo.ino_cpu(ino) as usize
+    }
+
+    fn slot_size(&self) -> u64 {
+        self.geo.slot_size as u64
+    }
+
+    /// Wakes the write-back thread.
+    pub fn kick(&self) {
+        *self.wake.lock() = true;
+        self.wake_cv.notify_one();
+    }
+
+    /// Copies the zone slices of page `pgoff` (stored in `block`) that fall into
+    /// `[lo, lo + out.len())` of the file over `out`.
+    pub fn overlay(&self, pm: &Pm, ino: Ino, pgoff: u64, block: u64, lo: u64, out: &mut [u8]) {
+        if self.valid.load(Ordering::Acquire) == 0 || self.subs.is_empty() {
+            return;
+        }
+        let runs = {
+            let mut z = self.subs[self.sub_of(ino)].lock();
+            let runs = z.page_runs(ino, pgoff).to_vec();
+            // LRU: a read counts as a use.
+            for r in &runs {
+                z.touch(r.slot);
+            }
+            runs
+        };
+        let s = self.slot_size();
+        let hi = lo + out.len() as u64;
+        for r in runs {
+            if r.desc.block != block {
+                continue;
+            }
+            let a = pgoff * BLOCK + r.desc.first as u64 * s;
+            let b = a + r.desc.count as u64 * s;
+            let (x, y) = (a.max(lo), b.min(hi));
+            if x >= y {
+                continue;
+            }
+            pm.read(
+                self.geo.slot_off(r.slot) + (x - a),
+                &mut out[(x - lo) as usize..(y - lo) as usize],
+            );
+        }
+    }
+
+    /// Whether page `pgoff` of `ino` has zone slices.
+    pub fn has_page(&self, ino: Ino, pgoff: u64) -> bool {
+        self.valid.load(Ordering::Acquire) != 0
+            && !self.subs.is_empty()
+            && self.subs[self.sub_of(ino)].lock().has_page(ino, pgoff)
+    }
+
+    /// Before data blocks are freed: clears (persisted) every descriptor that shadows
+    /// one of them, so that a block reused later can never match a stale descriptor.
+    /// The caller has committed the entries that unmapped the blocks.
+    pub fn before_free(&self, pm: &Pm, freed: &[Run]) {
+        if self.valid.load(Ordering::Acquire) == 0 || freed.is_empty() {
+            return;
+        }
+        for sub in &self.subs {
+            let mut z = sub.lock();
+            if z.runs() == 0 {
+                continue;
+            }
+            let mut gone: Vec<u64> = Vec::new();
+            for &(s, l) in freed {
+                for b in s..s + l {
+                    if let Some((ino, pg)) = z.page_of_block(b) {
+                        gone.extend(
+                            z.page_runs(ino, pg)
+                                .iter()
+                                .filter(|r| r.desc.block == b)
+                                .map(|r| r.slot),
+                        );
+                    }
+                }
+            }
+            if gone.is_empty() {
+                continue;
+            }
+            if !bugs::on(Bug::LawnDescriptorKeptOnReuse) {
+                for &slot in &gone {
+                    let off = self.geo.desc_off(slot);
+                    pm.store_u128(off, 0);
+                    pm.flush(off, 16);
+                }
+            }
+            // Fence: the descriptors of the freed blocks are clear on PM before the
+            // blocks (and these slots) can be reused.
+            pm.fence();
+            for slot in gone {
+                z.remove(slot);
+                self.valid.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+    }
+
+    /// Writes runs of one page back to its block in the file and clears their
+    /// descriptors. Changes no file contents; the caller holds the page's data lock
+    /// (write) and `z`, the page's sub-zone.
+    pub fn writeback_locked(&self, pm: &Pm, z: &mut SubZone, runs: &[RunInfo]) {
+        if runs.is_empty() {
+            return;
+        }
+        let s = self.slot_size();
+        for r in runs {
+            let n = r.desc.count as u64 * s;
+            let mut buf = vec![0u8; n as usize];
+            pm.read(self.geo.slot_off(r.slot), &mut buf);
+            pm.write_nt(r.desc.block * BLOCK + r.desc.first as u64 * s, &buf);
+        }
+        // Fence: the file holds the zone copies before their descriptors go.
+        pm.fence();
+        for r in runs {
+            let off = self.geo.desc_off(r.slot);
+            pm.store_u128(off, 0);
+            pm.flush(off, 16);
+        }
+        // Fence: the descriptors are clear on PM before their slots are reused.
+        pm.fence();
+        for r in runs {
+            if z.remove(r.slot).is_some() {
+                self.valid.fetch_sub(1, Ordering::AcqRel);
+                self.counters.writebacks.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Writes back every run of `ino`'s sub-zone whose page can be locked (used by
+    /// the thread and by [`Fs::lawn_writeback`]); `until_free` stops once that many
+    /// slots are free in the sub-zone. Returns the runs written back.
+    pub fn writeback_sub(&self, pm: &Pm, sub: usize, until_free: u64, batch: usize) -> u64 {
+        let mut done = 0;
+        loop {
+            let victims = {
+                let z = self.subs[sub].lock();
+                if z.free_slots() >= until_free {
+                    return done;
+                }
+                z.lru_oldest(batch)
+            };
+            if victims.is_empty() {
+                return done;
+            }
+            let mut progress = false;
+            for v in victims {
+                let inode = self.handles[sub]
+                    .lock()
+                    .get(&v.desc.ino)
+                    .and_then(Weak::upgrade);
+                let Some(inode) = inode else { continue };
+                let pg = v.desc.pgoff;
+                let _w = inode.data.write(pg * BLOCK, (pg + 1) * BLOCK);
+                let mut z = self.subs[sub].lock();
+                // Still the same run? (The page may have been rewritten meanwhile.)
+                if z.get(v.slot).map(|r| r.desc) == Some(v.desc) {
+                    let runs = z.page_runs(v.desc.ino, pg).to_vec();
+                    self.writeback_locked(pm, &mut z, &runs);
+                    done += runs.len() as u64;
+                    progress = true;
+                }
+            }
+            if !progress {
+                return done;
+            }
+        }
+    }
+}
+
+impl Fs {
+    /// A sub-page overwrite by the mount's small-write mode (LAWN or fine-log).
+    /// Called with the page's data lock held (write); `Ok(None)`: take page CoW.
+    pub(crate) fn small_write(
+        &self,
+        inode: &Arc<Inode>,
+        off: u64,
+        data: &[u8],
+    ) -> crate::error::Result<Option<usize>> {
+        if self.opts.small_write == SmallWriteMode::Cow
+            || data.is_empty()
+            || data.len() as u64 >= BLOCK
+        {
+            return Ok(None);
+        }
+        let Some(end) = off.checked_add(data.len() as u64) else {
+            return Ok(None);
+        };
+        let pg = off / BLOCK;
+        if (end - 1) / BLOCK != pg {
+            return Ok(None);
+        }
+        let block = {
+            let st = inode.state.lock();
+            if st.dead || st.kind != crate::types::FileKind::Regular || end > st.size {
+                return Ok(None);
+            }
+            match st.pages.get(&pg) {
+                Some(p) => p.block,
+                None => return Ok(None),
+            }
+        };
+        let done = match self.opts.small_write {
+            SmallWriteMode::Lawn => self.lawn_write(inode, pg, block, off, data),
+            SmallWriteMode::Finelog => self.finelog_write(inode.ino, pg, block, off, data),
+            SmallWriteMode::Cow => false,
+        };
+        if !done {
+            self.lawn
+                .core
+                .counters
+                .fallbacks
+                .fetch_add(1, Ordering::Relaxed);
+            return Ok(None);
+        }
+        // The mapping and size are unchanged; mtime/ctime change in DRAM and reach
+        // the log lazily (next entry of the inode, or unmount) — docs/FORMAT.md.
+        let now = Timespec::now();
+        {
+            let mut st = inode.state.lock();
+            st.mtime = now;
+            st.ctime = now;
+        }
+        self.lawn.core.dirty_times.lock().insert(inode.ino);
+        Ok(Some(data.len()))
+    }
+
+    /// Alternate writing of the slices of `[off, off + data.len())` (one page,
+    /// mapped to `block`). Returns false when the sub-zone has no room.
+    fn lawn_write(&self, inode: &Arc<Inode>, pg: u64, block: u64, off: u64, data: &[u8]) -> bool {
+        let core = &*self.lawn.core;
+        if core.subs.is_empty() || block > descriptor::MAX_BLOCK {
+            return false;
+        }
+        let ino = inode.ino;
+        let s = core.slot_size();
+        let in_pg = off % BLOCK;
+        let s0 = (in_pg / s) as u32;
+        let s1 = ((in_pg + data.len() as u64 - 1) / s) as u32;
+        let sub = core.sub_of(ino);
+        let pm = &*self.pm;
+        let k = (s1 - s0 + 1) as u64;
+        // Decide under the sub-zone lock; the PM work runs without it (the page's
+        // data lock keeps the write-back thread and block frees off this page).
+        let (file_run, slot, low) = {
+            let mut z = core.subs[sub].lock();
+            let runs = z.page_runs(ino, pg);
+            let mut over = runs.iter().filter(|r| overlaps(r, s0, s1));
+            let first = over.next().copied();
+            let more = over.next().is_some();
+            match first {
+                Some(r) if !more && r.desc.first <= s0 && r.desc.first + r.desc.count > s1 => {
+                    (Some(r), None, false)
+                }
+                Some(_) => {
+                    // Runs that only partly overlap: write them back first (no change
+                    // of contents), so the new slices have no zone copy.
+                    let v: Vec<RunInfo> = runs
+                        .iter()
+                        .filter(|r| overlaps(r, s0, s1))
+                        .copied()
+                        .collect();
+                    core.writeback_locked(pm, &mut z, &v);
+                    let slot = z.alloc(k);
+                    (None, slot, z.free_slots() * 100 < z.nslots * LOW_WATER_PCT)
+                }
+                None => {
+                    let slot = z.alloc(k);
+                    (None, slot, z.free_slots() * 100 < z.nslots * LOW_WATER_PCT)
+                }
+            }
+        };
+        if let Some(r) = file_run {
+            // The newest copy is in the zone: write the file in place.
+            let lo = r.desc.first as u64 * s;
+            let mut buf = vec![0u8; (r.desc.count as u64 * s) as usize];
+            let at = (in_pg - lo) as usize;
+            if at != 0 || data.len() != buf.len() {
+                // Slices only partly overwritten keep their zone bytes.
+                pm.read(core.geo.slot_off(r.slot), &mut buf);
+            }
+            buf[at..at + data.len()].copy_from_slice(data);
+            pm.write_nt(block * BLOCK + lo, &buf);
+            // Fence: the file copy is durable before the descriptor that names the
+            // zone copy as newest is cleared (Algorithm 1, line 9).
+            pm.fence();
+            let d = core.geo.desc_off(r.slot);
+            pm.store_u128(d, 0);
+            pm.flush(d, 16);
+            // Fence: the clear is durable before the write returns and before the
+            // slots can be reused (line 11).
+            pm.fence();
+            core.subs[sub].lock().remove(r.slot);
+            core.valid.fetch_sub(1, Ordering::AcqRel);
+            core.counters.file_writes.fetch_add(1, Ordering::Relaxed);
+            return true;
+        }
+        if low {
+            core.kick();
+        }
+        let Some(slot) = slot else {
+            return false;
+        };
+        let desc = Desc {
+            ino,
+            pgoff: pg,
+            block,
+            first: s0,
+            count: k as u32,
+        };
+        if !desc.encodable() {
+            core.subs[sub].lock().release(slot, k);
+            return false;
+        }
+        // The newest bytes of the slices: the file page (no zone copy overlaps), with
+        // the new data in place.
+        let lo = s0 as u64 * s;
+        let mut buf = vec![0u8; (k * s) as usize];
+        let at = (in_pg - lo) as usize;
+        if at != 0 || data.len() != buf.len() {
+            // Patch the partly written slices to slot boundaries.
+            pm.read(block * BLOCK + lo, &mut buf);
+        }
+        buf[at..at + data.len()].copy_from_slice(data);
+        let soff = core.geo.slot_off(slot);
+        if bugs::on(Bug::LawnDescriptorBeforeData) {
+            pm.write(soff, &buf);
+        } else {
+            pm.write_nt(soff, &buf);
+            // Fence: the slice is durable in its slots before the descriptor that
+            // makes it the newest copy (Algorithm 1, line 4).
+            pm.fence();
+        }
+        let d = core.geo.desc_off(slot);
+        pm.store_u128(d, desc.encode());
+        pm.flush(d, 16);
+        // Fence: the descriptor is durable before the write returns (line 6).
+        pm.fence();
+        if let Some(h) = core.handles.get(sub) {
+            let mut h = h.lock();
+            // (Re)register unless this very inode is known (a freed inode's number
+            // may have been reused).
+            if !h
+                .get(&ino)
+                .is_some_and(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(inode)))
+            {
+                h.insert(ino, Arc::downgrade(inode));
+            }
+        }
+        core.subs[sub].lock().insert(slot, desc, true);
+        core.valid.fetch_add(1, Ordering::AcqRel);
+        core.counters.zone_writes.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// Reads page `pg` (in `block`) whole, with its zone slices merged: the page as
+    /// the file holds it (for page CoW).
+    pub(crate) fn read_page_merged(&self, ino: Ino, pg: u64, block: u64, page: &mut [u8]) {
+        self.pm.read(block * BLOCK, page);
+        self.lawn
+            .core
+            .overlay(&self.pm, ino, pg, block, pg * BLOCK, page);
+    }
+
+    /// Writes every LAWN zone slice back to its file page and clears its descriptor
+    /// (contents do not change). Returns the runs written back.
+    pub fn lawn_writeback(&self) -> u64 {
+        let core = &*self.lawn.core;
+        (0..core.subs.len())
+            .map(|i| core.writeback_sub(&self.pm, i, u64::MAX, 64))
+            .sum()
+    }
+
+    /// Registers the inodes that own recovered runs with the write-back thread.
+    pub(crate) fn lawn_register_recovered(&self) {
+        let core = &*self.lawn.core;
+        for (i, sub) in core.subs.iter().enumerate() {
+            let inos: HashSet<Ino> = sub
+                .lock()
+                .lru_oldest(usize::MAX)
+                .iter()
+                .map(|r| r.desc.ino)
+                .collect();
+            let mut h = core.handles[i].lock();
+            for ino in inos {
+                if let Ok(inode) = self.get(ino) {
+                    h.insert(ino, Arc::downgrade(&inode));
+                }
+            }
+        }
+    }
+
+    /// Logs the attributes of inodes whose mtime changed only in DRAM (unmount).
+    pub(crate) fn persist_lazy_times(&self) {
+        let inos: Vec<Ino> = self.lawn.core.dirty_times.lock().drain().collect();
+        for ino in inos {
+            let Ok(inode) = self.get(ino) else { continue };
+            let mut st = inode.state.lock();
+            if st.dead {
+                continue;
+            }
+            let e = st.setattr_entry(0);
+            // A failure (no log space) leaves the older mtime: times are coarse.
+            let _ = self.commit(&mut [(&mut *st, vec![e])], &[]);
+        }
+    }
+
+    /// Slots in use and free, over all sub-zones.
+    pub(crate) fn lawn_usage(&self) -> (u64, u64) {
+        let core = &*self.lawn.core;
+        let mut free = 0;
+        for z in &core.subs {
+            free += z.lock().free_slots();
+        }
+        (core.geo.zone_slots - free, free)
+    }
+}

@@ -1,0 +1,126 @@
+//! Mount-time scan of the descriptor table (after log replay): every valid
+//! descriptor whose shadowed block is still the inode's mapping of that page names
+//! the newest copy of its slices and goes into the DRAM sub-zones; the others are
+//! stale (the page was CoW'd, truncated, punched or its inode freed, and the crash
+//! came before the descriptor was cleared) and are cleared. fsck runs the same scan
+//! and reports what a correct engine can never leave: descriptors that do not decode,
+//! name impossible slots, overlap another run, or shadow a block that now holds
+//! another page (a block reused while a descriptor still named it).
+
+use super::descriptor::{decode, Decoded, Desc};
+use super::zone::SubZone;
+use crate::format::{Geometry, BLOCK, DESC_SIZE};
+use crate::inode::InodeState;
+use crate::recovery::Mode;
+use crate::types::{FileKind, Ino};
+use pm::Pm;
+use std::collections::HashMap;
+
+/// Scans the table; returns the sub-zones. Clears stale and bad descriptors when
+/// mounting; lists problems when checking.
+pub(crate) fn scan(
+    pm: &Pm,
+    geo: &Geometry,
+    states: &HashMap<Ino, InodeState>,
+    mode: Mode,
+    problems: &mut Vec<String>,
+) -> Vec<SubZone> {
+    let per = geo.slots_per_cpu();
+    let mut subs: Vec<SubZone> = if geo.zone_slots == 0 {
+        Vec::new()
+    } else {
+        (0..geo.cpus as u64)
+            .map(|c| SubZone::new(c * per, per))
+            .collect()
+    };
+    let mut clear: Vec<u64> = Vec::new();
+    let mut stale: Vec<(u64, Desc)> = Vec::new();
+    let per_block = BLOCK / DESC_SIZE;
+    let mut buf = vec![0u8; BLOCK as usize];
+    let mut slot = 0u64;
+    while slot < geo.zone_slots {
+        let n = per_block.min(geo.zone_slots - slot);
+        let bytes = &mut buf[..(n * DESC_SIZE) as usize];
+        pm.read(geo.desc_off(slot), bytes);
+        for i in 0..n {
+            let mut w = [0u8; 16];
+            w.copy_from_slice(&bytes[(i * DESC_SIZE) as usize..((i + 1) * DESC_SIZE) as usize]);
+            let v = u128::from_le_bytes(w);
+            let at = slot + i;
+            match decode(v) {
+                Decoded::Clear => {}
+                Decoded::Invalid => {
+                    if mode == Mode::Fsck {
+                        problems.push(format!(
+                            "LAWN descriptor {at}: not a valid descriptor ({v:#034x})"
+                        ));
+                    }
+                    clear.push(at);
+                }
+                Decoded::Valid(d) => {
+                    let sub = (at / per.max(1)) as usize;
+                    let shape_ok = geo.valid_ino(d.ino)
+                        && geo.ino_cpu(d.ino) as usize == sub
+                        && (d.first + d.count) as u64 <= geo.slices_per_page()
+                        && at % per.max(1) + d.count as u64 <= per;
+                    if !shape_ok {
+                        if mode == Mode::Fsck {
+                            problems.push(format!(
+                                "LAWN descriptor {at}: names slots or slices out of range \
+                                 (inode {}, page {}, slices {}+{})",
+                                d.ino, d.pgoff, d.first, d.count
+                            ));
+                        }
+                        clear.push(at);
+                        continue;
+                    }
+                    let current = states.get(&d.ino).is_some_and(|s| {
+                        s.kind == FileKind::Regular
+                            && s.pages.get(&d.pgoff).map(|p| p.block) == Some(d.block)
+                    });
+                    if !current {
+                        stale.push((at, d));
+                        clear.push(at);
+                    } else if !subs[sub].insert(at, d, false) {
+                        if mode == Mode::Fsck {
+                            problems.push(format!(
+                                "LAWN descriptor {at}: its slots overlap another run"
+                            ));
+                        }
+                        clear.push(at);
+                    }
+                }
+            }
+        }
+        slot += n;
+    }
+    if mode == Mode::Fsck && !stale.is_empty() {
+        let mut owner: HashMap<u64, (Ino, u64)> = HashMap::new();
+        for (&ino, s) in states {
+            for (&pg, p) in &s.pages {
+                owner.insert(p.block, (ino, pg));
+            }
+        }
+        for (at, d) in stale {
+            if let Some(&(i, pg)) = owner.get(&d.block) {
+                problems.push(format!(
+                    "LAWN descriptor {at}: shadows block {} of inode {} page {}, but that \
+                     block now holds inode {i} page {pg} (a block was reused while a \
+                     descriptor named it)",
+                    d.block, d.ino, d.pgoff
+                ));
+            }
+        }
+    }
+    if mode == Mode::Mount && !clear.is_empty() {
+        for &at in &clear {
+            let off = geo.desc_off(at);
+            pm.store_u128(off, 0);
+            pm.flush(off, 16);
+        }
+        // Fence: stale descriptors are clear before anything can reuse their slots
+        // or the blocks they named.
+        pm.fence();
+    }
+    subs
+}

@@ -1,0 +1,310 @@
+//! Scenario: LAWN alternate writing (and the fine-log baseline) keep every byte
+//! across clean and abandoned remounts, interleaved with page CoW, truncate, hole
+//! punch and unlink; a full zone falls back to page CoW; write-back (inline and the
+//! background thread) moves slices home; fsck checks the descriptor table.
+
+mod common;
+
+use common::Img;
+use mnemofs::{Fs, Ino, MkfsOptions, MountOptions, SetAttr, SmallWriteMode, ROOT_INO};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::HashMap;
+
+const PUNCH: i32 = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+
+fn image(size: u64, zone_percent: u32, slot_size: u32) -> Img {
+    let img = common::fresh_empty();
+    mnemofs::mkfs(
+        &img.path,
+        &MkfsOptions {
+            size,
+            cpus: 2,
+            inodes: 0,
+            force: false,
+            zone_percent,
+            slot_size,
+        },
+    )
+    .unwrap();
+    img
+}
+
+fn opts(mode: SmallWriteMode, thread: bool) -> MountOptions {
+    MountOptions {
+        small_write: mode,
+        lawn_writeback_thread: thread,
+        ..common::opts()
+    }
+}
+
+fn mount(img: &Img, mode: SmallWriteMode, thread: bool) -> Fs {
+    mnemofs::mount(&img.path, &opts(mode, thread)).unwrap()
+}
+
+/// The files and what they must hold.
+#[derive(Default)]
+struct Files {
+    data: HashMap<Vec<u8>, Vec<u8>>,
+}
+
+impl Files {
+    fn ino(fs: &Fs, name: &[u8]) -> Ino {
+        fs.lookup(ROOT_INO, name).unwrap().ino
+    }
+
+    fn write(&mut self, fs: &Fs, name: &[u8], off: u64, bytes: &[u8]) {
+        fs.write(Self::ino(fs, name), off, bytes).unwrap();
+        let d = self.data.get_mut(name).unwrap();
+        let end = off as usize + bytes.len();
+        if d.len() < end {
+            d.resize(end, 0);
+        }
+        d[off as usize..end].copy_from_slice(bytes);
+    }
+
+    fn check(&self, fs: &Fs, when: &str) {
+        for (name, want) in &self.data {
+            let ino = Self::ino(fs, name);
+            assert_eq!(fs.getattr(ino).unwrap().size, want.len() as u64, "{when}");
+            let mut got = vec![0u8; want.len() + 10];
+            let n = fs.read(ino, 0, &mut got).unwrap();
+            assert_eq!(n, want.len(), "{when}");
+            if got[..n] != want[..] {
+                let at = got.iter().zip(want).position(|(a, b)| a != b).unwrap_or(0);
+                panic!(
+                    "{when}: {} differs at byte {at}",
+                    String::from_utf8_lossy(name)
+                );
+            }
+            // Unaligned small reads see the same bytes.
+            for off in [0usize, 63, 64, 100, 4095, 4096, 5000] {
+                if off < want.len() {
+                    let mut b = [0u8; 77];
+                    let n = fs.read(ino, off as u64, &mut b).unwrap();
+                    assert_eq!(b[..n], want[off..off + n], "{when}: read at {off}");
+                }
+            }
+        }
+    }
+}
+
+fn bytes(rng: &mut StdRng, n: usize) -> Vec<u8> {
+    (0..n).map(|_| rng.random()).collect()
+}
+
+/// Sub-page writes over files with page CoW, truncate, punch and unlink between.
+fn workload(fs: &Fs, files: &mut Files, rng: &mut StdRng, rounds: usize) {
+    for r in 0..rounds {
+        let name = format!("f{}", rng.random_range(0..4)).into_bytes();
+        if !files.data.contains_key(&name) {
+            fs.create(ROOT_INO, &name, 0o644, 0, 0).unwrap();
+            files.data.insert(name.clone(), Vec::new());
+            let b = bytes(rng, 5 * 4096 + 123);
+            files.write(fs, &name, 0, &b);
+        }
+        let size = files.data[&name].len() as u64;
+        match rng.random_range(0..20) {
+            0 => {
+                // Whole-page CoW over slices.
+                let pg = rng.random_range(0..(size / 4096).max(1));
+                let b = bytes(rng, 4096);
+                files.write(fs, &name, pg * 4096, &b);
+            }
+            1 => {
+                let to = rng.random_range(0..size + 3000);
+                let ino = Files::ino(fs, &name);
+                fs.setattr(
+                    ino,
+                    &SetAttr {
+                        size: Some(to),
+                        ..Default::default()
+                    },
+                )
+                .unwrap();
+                files.data.get_mut(&name).unwrap().resize(to as usize, 0);
+            }
+            2 if size > 0 => {
+                let off = rng.random_range(0..size);
+                let len = rng.random_range(1..6000);
+                fs.fallocate(Files::ino(fs, &name), off, len, PUNCH)
+                    .unwrap();
+                let d = files.data.get_mut(&name).unwrap();
+                let end = ((off + len) as usize).min(d.len());
+                d[off as usize..end].fill(0);
+            }
+            3 if r % 7 == 0 => {
+                fs.unlink(ROOT_INO, &name).unwrap();
+                files.data.remove(&name);
+            }
+            _ if size > 0 => {
+                // Sub-page overwrite inside the file; often the same aligned slices
+                // again, so writes alternate between zone and file.
+                let (off, len) = if rng.random_bool(0.5) {
+                    let off = rng.random_range(0..(size / 128).max(1)) * 128;
+                    (off, 128)
+                } else {
+                    let off = rng.random_range(0..size);
+                    (off, rng.random_range(1..1500))
+                };
+                let len = len.min((size - off) as usize).max(1);
+                let b = bytes(rng, len);
+                files.write(fs, &name, off, &b);
+            }
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn every_byte_reads_back_after_clean_and_abandoned_remounts() {
+    let img = image(48 << 20, 3, 64);
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut files = Files::default();
+    let fs = mount(&img, SmallWriteMode::Lawn, false);
+    workload(&fs, &mut files, &mut rng, 3000);
+    files.check(&fs, "before remount");
+    let st = fs.stats();
+    assert!(st.lawn_zone_writes > 100, "{st:?}");
+    assert!(st.lawn_file_writes > 100, "{st:?}");
+    assert!(st.lawn_slots_used > 0, "{st:?}");
+    // Abandoned mount (no unmount): recovery rebuilds the zone from the descriptors.
+    drop(fs);
+    let r = mnemofs::fsck(&img.path).unwrap();
+    assert!(r.is_clean(), "{:?}", r.problems);
+    assert!(r.lawn_runs > 0);
+    let fs = mount(&img, SmallWriteMode::Lawn, false);
+    files.check(&fs, "after an abandoned mount");
+    assert!(fs.stats().lawn_slots_used > 0);
+    workload(&fs, &mut files, &mut rng, 1000);
+    files.check(&fs, "after more writes");
+    fs.unmount().unwrap();
+    let r = mnemofs::fsck(&img.path).unwrap();
+    assert!(r.is_clean(), "{:?}", r.problems);
+    // Clean remount, in another mode: page CoW merges the slices it meets.
+    let fs = mount(&img, SmallWriteMode::Cow, false);
+    files.check(&fs, "after a clean unmount");
+    workload(&fs, &mut files, &mut rng, 300);
+    files.check(&fs, "cow over slices");
+    fs.unmount().unwrap();
+    // Fine-log over pages that still have slices falls back to CoW for those.
+    let fs = mount(&img, SmallWriteMode::Finelog, false);
+    files.check(&fs, "finelog mount");
+    workload(&fs, &mut files, &mut rng, 1000);
+    files.check(&fs, "finelog writes");
+    assert!(fs.stats().finelog_writes > 100);
+    drop(fs);
+    let fs = mount(&img, SmallWriteMode::Lawn, false);
+    files.check(&fs, "after an abandoned finelog mount");
+    // Writing everything back leaves an empty zone and the same bytes.
+    assert!(fs.lawn_writeback() > 0 || fs.stats().lawn_slots_used == 0);
+    assert_eq!(fs.stats().lawn_slots_used, 0);
+    files.check(&fs, "after write-back");
+    fs.unmount().unwrap();
+    assert!(mnemofs::fsck(&img.path).unwrap().is_clean());
+}
+
+#[test]
+fn a_full_zone_falls_back_to_page_cow_and_write_back_frees_it() {
+    // About 400 slots per CPU.
+    let img = image(16 << 20, 1, 256);
+    let mut rng = StdRng::seed_from_u64(3);
+    let mut files = Files::default();
+    let fs = mount(&img, SmallWriteMode::Lawn, false);
+    fs.create(ROOT_INO, b"big", 0o644, 0, 0).unwrap();
+    files.data.insert(b"big".to_vec(), Vec::new());
+    let b = bytes(&mut rng, 4 << 20);
+    files.write(&fs, b"big", 0, &b);
+    // Distinct slices: each goes to the zone until it is full.
+    for i in 0..2000u64 {
+        let b = bytes(&mut rng, 100);
+        files.write(&fs, b"big", i * 2048 + 7, &b);
+    }
+    let st = fs.stats();
+    // One file: one sub-zone, full; the rest of the writes took page CoW.
+    assert!(st.small_write_fallbacks > 0, "{st:?}");
+    assert!(st.lawn_zone_writes > 0 && st.lawn_slots_used > 0, "{st:?}");
+    files.check(&fs, "full zone");
+    assert!(fs.lawn_writeback() > 0);
+    assert_eq!(fs.stats().lawn_slots_used, 0);
+    files.check(&fs, "after write-back");
+    fs.unmount().unwrap();
+
+    // The background thread: it starts below 10 % free and writes LRU runs back.
+    let fs = mount(&img, SmallWriteMode::Lawn, true);
+    files.check(&fs, "remount");
+    for i in 0..2000u64 {
+        let b = bytes(&mut rng, 100);
+        files.write(&fs, b"big", i * 2048 + 300, &b);
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while fs.stats().lawn_writebacks == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(fs.stats().lawn_writebacks > 0, "{:?}", fs.stats());
+    files.check(&fs, "with the write-back thread");
+    drop(fs);
+    let fs = mount(&img, SmallWriteMode::Lawn, false);
+    files.check(&fs, "abandoned mount with the thread");
+    fs.unmount().unwrap();
+}
+
+#[test]
+fn fsck_reports_a_corrupted_descriptor() {
+    let img = image(16 << 20, 3, 64);
+    let fs = mount(&img, SmallWriteMode::Lawn, false);
+    let ino = fs.create(ROOT_INO, b"x", 0o644, 0, 0).unwrap().ino;
+    fs.write(ino, 0, &[1u8; 8192]).unwrap();
+    fs.write(ino, 128, &[2u8; 64]).unwrap();
+    assert_eq!(fs.stats().lawn_zone_writes, 1);
+    let g = *fs.geometry();
+    fs.unmount().unwrap();
+    assert!(mnemofs::fsck(&img.path).unwrap().is_clean());
+    // Find the set descriptor and flip one bit of its block number.
+    let mut raw = std::fs::read(&img.path).unwrap();
+    let base = (g.desc_start * 4096) as usize;
+    let at = (0..g.zone_slots as usize)
+        .map(|i| base + i * 16)
+        .find(|&o| raw[o..o + 16].iter().any(|&b| b != 0))
+        .unwrap();
+    raw[at + 8] ^= 4;
+    std::fs::write(&img.path, &raw).unwrap();
+    let r = mnemofs::fsck(&img.path).unwrap();
+    assert!(
+        r.problems.iter().any(|p| p.contains("LAWN descriptor")),
+        "{:?}",
+        r.problems
+    );
+    // A mount treats it as clear: the file holds its older copy of those bytes.
+    let fs = mount(&img, SmallWriteMode::Lawn, false);
+    let mut b = [0u8; 64];
+    fs.read(ino, 128, &mut b).unwrap();
+    assert_eq!(b, [1u8; 64]);
+    fs.unmount().unwrap();
+    assert!(mnemofs::fsck(&img.path).unwrap().is_clean());
+}
+
+#[test]
+fn sub_page_writes_that_extend_or_span_pages_take_page_cow() {
+    let img = image(16 << 20, 3, 64);
+    let fs = mount(&img, SmallWriteMode::Lawn, false);
+    let ino = fs.create(ROOT_INO, b"x", 0o644, 0, 0).unwrap().ino;
+    fs.write(ino, 0, &[1u8; 100]).unwrap(); // extends: CoW
+    fs.write(ino, 50, &[2u8; 100]).unwrap(); // extends: CoW
+    assert_eq!(fs.stats().lawn_zone_writes, 0);
+    fs.write(ino, 0, &[3u8; 8192]).unwrap();
+    fs.write(ino, 4000, &[4u8; 200]).unwrap(); // spans two pages: CoW
+    assert_eq!(fs.stats().lawn_zone_writes, 0);
+    fs.write(ino, 10, &[5u8; 20]).unwrap(); // inside: zone
+    assert_eq!(fs.stats().lawn_zone_writes, 1);
+    fs.write(ino, 0, &[6u8; 64]).unwrap(); // same slice: back to the file
+    assert_eq!(fs.stats().lawn_file_writes, 1);
+    assert_eq!(fs.stats().lawn_slots_used, 0);
+    let mut b = vec![0u8; 8192];
+    fs.read(ino, 0, &mut b).unwrap();
+    let mut want = vec![3u8; 8192];
+    want[4000..4200].fill(4);
+    want[0..64].fill(6);
+    assert_eq!(b, want);
+    fs.unmount().unwrap();
+}
