@@ -401,6 +401,9 @@ impl Fs {
         if !bugs::on(Bug::NoFenceAfterTail) {
             self.pm.fence();
         }
+        // LAWN: descriptors of the unmapped blocks are cleared before the blocks can
+        // be reused.
+        self.lawn.core.before_free(&self.pm, &freed);
         self.space.free_runs(&freed);
         if gc_due {
             let mut st = inode.state.lock();
