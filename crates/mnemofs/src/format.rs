@@ -773,7 +773,10 @@ mod tests {
         // No zone, other slot sizes; bad slot sizes and shares are refused.
         let z = |percent, slot_size| ZoneParams { percent, slot_size };
         let g0 = Geometry::compute_zoned(64 << 20, 2, 0, MIN_SIZE, z(0, 64)).unwrap();
-        assert_eq!((g0.zone_slots, g0.slot_start, g0.data_start), (0, g0.desc_start, g0.desc_start));
+        assert_eq!(
+            (g0.zone_slots, g0.slot_start, g0.data_start),
+            (0, g0.desc_start, g0.desc_start)
+        );
         let g2 = Geometry::compute_zoned(64 << 20, 2, 0, MIN_SIZE, z(10, 512)).unwrap();
         assert_eq!(Geometry::decode(&g2.encode(), 64 << 20).unwrap(), g2);
         for bad in [0, 32, 96, 4096, 8192] {

@@ -331,7 +331,10 @@ fn counters_of_a_128_byte_write_are_exact_in_every_mode() {
     for (i, (mode, want)) in cases.iter().enumerate() {
         let fs = mount(&img, *mode, false);
         let name = format!("f{i}");
-        let ino = fs.create(ROOT_INO, name.as_bytes(), 0o644, 0, 0).unwrap().ino;
+        let ino = fs
+            .create(ROOT_INO, name.as_bytes(), 0o644, 0, 0)
+            .unwrap()
+            .ino;
         fs.write(ino, 0, &[1u8; 8192]).unwrap();
         for (k, &(bytes, nt, flushes, fences)) in want.iter().enumerate() {
             let before = fs.pm().thread_counters();
