@@ -309,13 +309,16 @@ fn sub_page_writes_that_extend_or_span_pages_take_page_cow() {
     fs.unmount().unwrap();
 }
 
+/// Bytes stored, non-temporal bytes, flushes, fences.
+type Counts = (u64, u64, u64, u64);
+
 #[test]
 fn counters_of_a_128_byte_write_are_exact_in_every_mode() {
     let img = image(32 << 20, 3, 64);
     // (mode, bytes stored, non-temporal bytes, flushes, fences) of a 128 B overwrite
     // at a slot boundary inside a mapped page; LAWN twice: to the zone, then back to
     // the file.
-    let cases: [(SmallWriteMode, &[(u64, u64, u64, u64)]); 3] = [
+    let cases: [(SmallWriteMode, &[Counts]); 3] = [
         // Page CoW: the 4 KiB page, a 64 B entry, the 8 B tail.
         (SmallWriteMode::Cow, &[(4096 + 64 + 8, 4096, 2, 2)]),
         // Fine-log: a 64 B header + 128 B record (3 lines flushed), the data in place,
