@@ -780,6 +780,35 @@ mod tests {
     }
 
     #[test]
+    fn zone_geometry_matches_format_md() {
+        let g = Geometry::compute(1 << 30, 4, 0).unwrap();
+        assert_eq!(g.inode_table_start + g.inode_table_blocks, 2086);
+        assert_eq!(g.redo_start, 2086);
+        assert_eq!(g.desc_start, 2094);
+        assert_eq!(g.zone_slots, 402652);
+        assert_eq!(g.slots_per_cpu(), 100663);
+        assert_eq!(g.slot_start, 3667);
+        assert_eq!(g.data_start, 9959);
+        assert_eq!(g.redo_off(1), (2086 + 2) * BLOCK);
+        assert_eq!(g.slot_off(2), 3667 * BLOCK + 128);
+        let b = g.encode();
+        assert_eq!(Geometry::decode(&b, 1 << 30).unwrap(), g);
+        // No zone, other slot sizes; bad slot sizes and shares are refused.
+        let z = |percent, slot_size| ZoneParams { percent, slot_size };
+        let g0 = Geometry::compute_zoned(64 << 20, 2, 0, MIN_SIZE, z(0, 64)).unwrap();
+        assert_eq!(
+            (g0.zone_slots, g0.slot_start, g0.data_start),
+            (0, g0.desc_start, g0.desc_start)
+        );
+        let g2 = Geometry::compute_zoned(64 << 20, 2, 0, MIN_SIZE, z(10, 512)).unwrap();
+        assert_eq!(Geometry::decode(&g2.encode(), 64 << 20).unwrap(), g2);
+        for bad in [0, 32, 96, 4096, 8192] {
+            assert!(Geometry::compute_zoned(64 << 20, 2, 0, MIN_SIZE, z(3, bad)).is_err());
+        }
+        assert!(Geometry::compute_zoned(64 << 20, 2, 0, MIN_SIZE, z(51, 64)).is_err());
+    }
+
+    #[test]
     fn garbage_commit_words_are_not_commits() {
         assert_eq!(parse_commit(0), CommitState::Uncommitted);
         assert_eq!(parse_commit(0xdead_beef), CommitState::Garbage);

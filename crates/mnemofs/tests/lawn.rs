@@ -308,3 +308,47 @@ fn sub_page_writes_that_extend_or_span_pages_take_page_cow() {
     assert_eq!(b, want);
     fs.unmount().unwrap();
 }
+
+/// Bytes stored, non-temporal bytes, flushes, fences.
+type Counts = (u64, u64, u64, u64);
+
+#[test]
+fn counters_of_a_128_byte_write_are_exact_in_every_mode() {
+    let img = image(32 << 20, 3, 64);
+    // (mode, bytes stored, non-temporal bytes, flushes, fences) of a 128 B overwrite
+    // at a slot boundary inside a mapped page; LAWN twice: to the zone, then back to
+    // the file.
+    let cases: [(SmallWriteMode, &[Counts]); 3] = [
+        // Page CoW: the 4 KiB page, a 64 B entry, the 8 B tail.
+        (SmallWriteMode::Cow, &[(4096 + 64 + 8, 4096, 2, 2)]),
+        // Fine-log: a 64 B header + 128 B record (3 lines flushed), the data in place,
+        // the 8 B retire.
+        (SmallWriteMode::Finelog, &[(192 + 128 + 8, 128, 4, 3)]),
+        // LAWN: the slices into two slots, the 16 B descriptor (1 line flushed); then
+        // the slices into the file and the 16 B clear.
+        (
+            SmallWriteMode::Lawn,
+            &[(128 + 16, 128, 1, 2), (128 + 16, 128, 1, 2)],
+        ),
+    ];
+    for (i, (mode, want)) in cases.iter().enumerate() {
+        let fs = mount(&img, *mode, false);
+        let name = format!("f{i}");
+        let ino = fs
+            .create(ROOT_INO, name.as_bytes(), 0o644, 0, 0)
+            .unwrap()
+            .ino;
+        fs.write(ino, 0, &[1u8; 8192]).unwrap();
+        for (k, &(bytes, nt, flushes, fences)) in want.iter().enumerate() {
+            let before = fs.pm().thread_counters();
+            fs.write(ino, 640, &[2 + k as u8; 128]).unwrap();
+            let d = fs.pm().thread_counters().since(&before);
+            let got = (d.bytes_written, d.nt_bytes_written, d.flushes, d.fences);
+            assert_eq!(got, (bytes, nt, flushes, fences), "{mode:?} write {k}");
+        }
+        let mut b = [0u8; 128];
+        fs.read(ino, 640, &mut b).unwrap();
+        assert_eq!(b, [1 + want.len() as u8; 128]);
+        fs.unmount().unwrap();
+    }
+}

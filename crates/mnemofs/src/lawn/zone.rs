@@ -57,7 +57,10 @@ pub(crate) struct SubZone {
     /// zone's working set small and in the CPU cache.
     recent: Vec<(u64, u64)>,
     /// First slot of each valid run → its page.
-    runs: HashMap<u64, (Ino, u64), Fx>,
+    /// For the first slot of each valid run, its page as `ino << 32 | pgoff`
+    /// (0: not the first slot of a run). Indexed by relative slot: no hashing.
+    owner: Vec<u64>,
+    nruns: usize,
     /// (inode, page) → the page's runs (the paper's hash from (inode, offset)).
     by_page: HashMap<(Ino, u64), Vec<RunInfo>, Fx>,
     /// Data block → (inode, page) it holds, for pages with runs.
@@ -79,7 +82,8 @@ impl SubZone {
             free: nslots,
             fpt: 0,
             recent: Vec::new(),
-            runs: HashMap::default(),
+            owner: vec![0; nslots as usize],
+            nruns: 0,
             by_page: HashMap::default(),
             by_block: HashMap::default(),
             prev: vec![NIL; nslots as usize],
@@ -94,7 +98,12 @@ impl SubZone {
     }
 
     pub fn runs(&self) -> usize {
-        self.runs.len()
+        self.nruns
+    }
+
+    fn key_of(&self, slot: u64) -> Option<(Ino, u64)> {
+        let k = *self.owner.get(slot.checked_sub(self.base)? as usize)?;
+        (k != 0).then_some((k >> 32, k & 0xffff_ffff))
     }
 
     fn is_used(&self, i: u64) -> bool {
@@ -213,7 +222,8 @@ impl SubZone {
             self.free -= desc.count as u64;
         }
         let key = (desc.ino, desc.pgoff);
-        self.runs.insert(slot, key);
+        self.owner[rel as usize] = (desc.ino << 32) | (desc.pgoff & 0xffff_ffff);
+        self.nruns += 1;
         let v = self.by_page.entry(key).or_default();
         if v.is_empty() {
             self.by_block.insert(desc.block, key);
@@ -225,7 +235,9 @@ impl SubZone {
 
     /// Forgets the run at `slot` and frees its slots.
     pub fn remove(&mut self, slot: u64) -> Option<RunInfo> {
-        let key = self.runs.remove(&slot)?;
+        let key = self.key_of(slot)?;
+        self.owner[(slot - self.base) as usize] = 0;
+        self.nruns -= 1;
         self.lru_unlink((slot - self.base) as u32);
         let v = self.by_page.get_mut(&key)?;
         let i = v.iter().position(|r| r.slot == slot)?;
@@ -258,7 +270,7 @@ impl SubZone {
 
     /// Marks a run recently used.
     pub fn touch(&mut self, slot: u64) {
-        if self.runs.contains_key(&slot) {
+        if self.key_of(slot).is_some() {
             let rel = (slot - self.base) as u32;
             if self.tail != rel {
                 self.lru_unlink(rel);
@@ -282,9 +294,9 @@ impl SubZone {
 
     /// The run at `slot`, if it is still the same run.
     pub fn get(&self, slot: u64) -> Option<RunInfo> {
-        let key = self.runs.get(&slot)?;
+        let key = self.key_of(slot)?;
         self.by_page
-            .get(key)?
+            .get(&key)?
             .iter()
             .find(|r| r.slot == slot)
             .copied()
