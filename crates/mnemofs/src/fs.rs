@@ -425,9 +425,13 @@ impl Fs {
         if st.dead {
             return;
         }
-        let freed = st.log.fast_gc(&self.pm, self.geo.inode_off(st.ino));
-        for p in freed {
-            self.space.free_run(p, 1);
+        // Fast GC scans the chain: only when a page may have died since the last scan
+        // (a scan per commit made every write O(log pages)).
+        if st.log.gc_hint {
+            let freed = st.log.fast_gc(&self.pm, self.geo.inode_off(st.ino));
+            for p in freed {
+                self.space.free_run(p, 1);
+            }
         }
         if st.log.wants_compaction() {
             // A failed compaction (no space for the new chain) leaves the old log

@@ -318,23 +318,31 @@ impl LogState {
         self.live_units = self.live_units.saturating_sub(units);
     }
 
+    /// After a scan: a dead page that had to stay (at or after the page holding the PM
+    /// tail, other than the last page) keeps the hint, so a later scan takes it once
+    /// the tail moved on.
+    fn rehint(&mut self) {
+        let n = self.pages.len();
+        self.gc_hint = n >= 2
+            && self.pages[..n - 1]
+                .iter()
+                .any(|p| self.page_live.get(p).copied().unwrap_or(0) == 0);
+    }
+
     /// Fast GC: unlinks every page before the one holding the PM tail whose entries
     /// are all dead (pages with slots of in-flight appends are pinned). Each gap is
     /// closed with one 8-byte store (the predecessor's next pointer or the inode's
     /// head word), so any subset of the stores that reaches PM leaves a valid chain.
     /// Returns the pages to free (after the fence here).
     pub fn fast_gc(&mut self, pm: &Pm, inode_off: u64) -> Vec<u64> {
-        self.gc_hint = false;
         // Pages from the one holding the PM tail on stay: recovery walks to it.
         let n = match self.pages.iter().position(|&p| p == self.durable / BLOCK) {
             Some(i) => i + 1,
-            None => return Vec::new(),
+            None => 0,
         };
-        if n < 2 {
-            return Vec::new();
-        }
         let dead = |p: &u64| self.page_live.get(p).copied().unwrap_or(0) == 0;
-        if !self.pages[..n - 1].iter().any(dead) {
+        if n < 2 || !self.pages[..n - 1].iter().any(dead) {
+            self.rehint();
             return Vec::new();
         }
         if self.inflight > 0 {
@@ -376,6 +384,7 @@ impl LogState {
             self.page_live.remove(p);
         }
         self.pages = kept;
+        self.rehint();
         freed
     }
 

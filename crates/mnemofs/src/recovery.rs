@@ -353,6 +353,8 @@ fn load_inode(
     }
     st.log.tail = tail;
     st.log.durable = tail;
+    // Replay does not know which pages died; let the first commit's fast GC look.
+    st.log.gc_hint = true;
     Ok(st)
 }
 
