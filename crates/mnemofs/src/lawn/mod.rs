@@ -333,14 +333,19 @@ impl Fs {
         if (end - 1) / BLOCK != pg {
             return Ok(None);
         }
+        // From the lock-free page index: the caller's exclusive range lock keeps this
+        // page's mapping stable (and truncation out); a size another writer is growing
+        // right now may read small, which only means page CoW.
         let block = {
-            let st = inode.state.lock();
-            if st.dead || st.kind != crate::types::FileKind::Regular || end > st.size {
+            if inode.index.dead()
+                || inode.kind != crate::types::FileKind::Regular
+                || end > inode.index.size()
+            {
                 return Ok(None);
             }
-            match st.pages.get(&pg) {
-                Some(p) => p.block,
-                None => return Ok(None),
+            match inode.index.get(pg) {
+                0 => return Ok(None),
+                b => b,
             }
         };
         let done = match self.opts.small_write {
