@@ -70,8 +70,10 @@ pub(crate) struct LawnCore {
     /// Valid runs in the whole zone (lets paths skip the zone when it is empty).
     pub valid: AtomicU64,
     pub counters: Counters,
-    /// Inodes whose mtime changed without a log entry (persisted at unmount).
+    /// Inodes whose mtime changed without a log entry (persisted at unmount), and
+    /// the last one added.
     pub dirty_times: Mutex<HashSet<Ino>>,
+    pub last_dirty: AtomicU64,
     pub wake: Mutex<bool>,
     pub wake_cv: Condvar,
     pub stop: AtomicBool,
@@ -96,6 +98,7 @@ impl Lawn {
                 valid: AtomicU64::new(valid as u64),
                 counters: Counters::default(),
                 dirty_times: Mutex::new(HashSet::new()),
+                last_dirty: AtomicU64::new(0),
                 wake: Mutex::new(false),
                 wake_cv: Condvar::new(),
                 stop: AtomicBool::new(false),
@@ -131,6 +134,19 @@ impl Lawn {
 impl Drop for Lawn {
     fn drop(&mut self) {
         self.stop_writeback();
+    }
+}
+
+/// Slices up to this many bytes are patched in a stack buffer.
+const SMALL_BUF: usize = 512;
+
+/// `n` zero bytes of scratch: in `small` when they fit, else in `big`.
+fn scratch<'a>(small: &'a mut [u8; SMALL_BUF], big: &'a mut Vec<u8>, n: usize) -> &'a mut [u8] {
+    if n <= SMALL_BUF {
+        &mut small[..n]
+    } else {
+        big.resize(n, 0);
+        &mut big[..]
     }
 }
 
@@ -333,6 +349,7 @@ impl Fs {
         if (end - 1) / BLOCK != pg {
             return Ok(None);
         }
+        let now = Timespec::now();
         // From the lock-free page index: the caller's exclusive range lock keeps this
         // page's mapping stable (and truncation out); a size another writer is growing
         // right now may read small, which only means page CoW.
@@ -348,6 +365,14 @@ impl Fs {
                 b => b,
             }
         };
+        {
+            // The mapping and size stay as they are; mtime/ctime change in DRAM and
+            // reach the log lazily (next entry of the inode, or unmount) —
+            // docs/FORMAT.md §2.9. (A write that falls back to page CoW logs its own.)
+            let mut st = inode.state.lock();
+            st.mtime = now;
+            st.ctime = now;
+        }
         let done = match self.opts.small_write {
             SmallWriteMode::Lawn => self.lawn_write(inode, pg, block, off, data),
             SmallWriteMode::Finelog => self.finelog_write(inode.ino, pg, block, off, data),
@@ -361,15 +386,11 @@ impl Fs {
                 .fetch_add(1, Ordering::Relaxed);
             return Ok(None);
         }
-        // The mapping and size are unchanged; mtime/ctime change in DRAM and reach
-        // the log lazily (next entry of the inode, or unmount) — docs/FORMAT.md.
-        let now = Timespec::now();
-        {
-            let mut st = inode.state.lock();
-            st.mtime = now;
-            st.ctime = now;
+        let core = &*self.lawn.core;
+        // Repeated small writes to one file skip the shared set.
+        if core.last_dirty.swap(inode.ino, Ordering::AcqRel) != inode.ino {
+            core.dirty_times.lock().insert(inode.ino);
         }
-        self.lawn.core.dirty_times.lock().insert(inode.ino);
         Ok(Some(data.len()))
     }
 
@@ -421,14 +442,16 @@ impl Fs {
         if let Some(r) = file_run {
             // The newest copy is in the zone: write the file in place.
             let lo = r.desc.first as u64 * s;
-            let mut buf = vec![0u8; (r.desc.count as u64 * s) as usize];
+            let mut small = [0u8; SMALL_BUF];
+            let mut big = Vec::new();
+            let buf = scratch(&mut small, &mut big, (r.desc.count as u64 * s) as usize);
             let at = (in_pg - lo) as usize;
             if at != 0 || data.len() != buf.len() {
                 // Slices only partly overwritten keep their zone bytes.
-                pm.read(core.geo.slot_off(r.slot), &mut buf);
+                pm.read(core.geo.slot_off(r.slot), buf);
             }
             buf[at..at + data.len()].copy_from_slice(data);
-            pm.write_nt(block * BLOCK + lo, &buf);
+            pm.write_nt(block * BLOCK + lo, buf);
             // Fence: the file copy is durable before the descriptor that names the
             // zone copy as newest is cleared (Algorithm 1, line 9).
             pm.fence();
@@ -463,18 +486,20 @@ impl Fs {
         // The newest bytes of the slices: the file page (no zone copy overlaps), with
         // the new data in place.
         let lo = s0 as u64 * s;
-        let mut buf = vec![0u8; (k * s) as usize];
+        let mut small = [0u8; SMALL_BUF];
+        let mut big = Vec::new();
+        let buf = scratch(&mut small, &mut big, (k * s) as usize);
         let at = (in_pg - lo) as usize;
         if at != 0 || data.len() != buf.len() {
             // Patch the partly written slices to slot boundaries.
-            pm.read(block * BLOCK + lo, &mut buf);
+            pm.read(block * BLOCK + lo, buf);
         }
         buf[at..at + data.len()].copy_from_slice(data);
         let soff = core.geo.slot_off(slot);
         if bugs::on(Bug::LawnDescriptorBeforeData) {
-            pm.write(soff, &buf);
+            pm.write(soff, buf);
         } else {
-            pm.write_nt(soff, &buf);
+            pm.write_nt(soff, buf);
             // Fence: the slice is durable in its slots before the descriptor that
             // makes it the newest copy (Algorithm 1, line 4).
             pm.fence();
@@ -540,7 +565,11 @@ impl Fs {
 
     /// Logs the attributes of inodes whose mtime changed only in DRAM (unmount).
     pub(crate) fn persist_lazy_times(&self) {
-        let inos: Vec<Ino> = self.lawn.core.dirty_times.lock().drain().collect();
+        let inos: Vec<Ino> = {
+            let mut d = self.lawn.core.dirty_times.lock();
+            self.lawn.core.last_dirty.store(0, Ordering::Release);
+            d.drain().collect()
+        };
         for ino in inos {
             let Ok(inode) = self.get(ino) else { continue };
             let mut st = inode.state.lock();
