@@ -5,7 +5,8 @@
 # show with several writers, so a bug seq-1 misses is tried on multi).
 # Env: CRASH_SEQ2_SAMPLE (seq-2 workloads, default 24), CRASH_RANDOM_STATES
 #      (default 20000), CRASH_MULTI_STATES (default 20000), CRASH_SMALL_STATES
-#      (fine-log seq-1 and LAWN random, default 25000).
+#      (fine-log seq-1 and LAWN random, default 25000), CRASH_TEAR_STATES (LAWN seq-1
+#      with torn 16-byte stores, per order, default 15000).
 # LAWN bugs (lawn-*) run with --small-write lawn.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -22,6 +23,10 @@ run crashtest --workload multi --seed 2 --lock interval --max-states "$(( ${CRAS
 run crashtest --workload seq1 --small-write lawn
 run crashtest --workload seq1 --small-write finelog --max-states "${CRASH_SMALL_STATES:-25000}"
 run crashtest --workload random --seed 2 --small-write lawn --max-states "${CRASH_SMALL_STATES:-25000}"
+# LAWN descriptors must not rely on 16-byte failure atomicity: tear them, both orders.
+for order in low-first high-first; do
+  run crashtest --workload seq1 --small-write lawn --tear-16 "$order" --max-states "${CRASH_TEAR_STATES:-15000}"
+done
 
 missed=()
 for bug in $("$MNEMOFS" crashtest --list-bugs | awk '{ print $1 }'); do

@@ -47,6 +47,10 @@ pub struct CrashtestArgs {
     /// sub-page writes to the workloads
     #[arg(long = "small-write", value_name = "W", default_value = "cow")]
     pub small_write: String,
+    /// Model 16-byte atomic stores as two 8-byte stores that a crash can tear
+    /// (low-first or high-first) instead of atomic ones (no)
+    #[arg(long = "tear-16", value_name = "ORDER", default_value = "no")]
+    pub tear_16: String,
     /// Do not also crash inside recovery
     #[arg(long)]
     pub no_recovery_crashes: bool,
@@ -121,6 +125,16 @@ pub fn run(a: &CrashtestArgs) -> CliResult<i32> {
                 names.join(", ")
             ))
         })?;
+    cfg.tear16 = match a.tear_16.as_str() {
+        "no" => crashtest::crash::Tear16::No,
+        "low-first" => crashtest::crash::Tear16::LowFirst,
+        "high-first" => crashtest::crash::Tear16::HighFirst,
+        t => {
+            return Err(usage(format!(
+                "unknown --tear-16 '{t}' (valid: no, low-first, high-first)"
+            )))
+        }
+    };
     if a.threads > 0 {
         cfg.threads = a.threads;
     }

@@ -6,7 +6,10 @@
 //! each cache line with stores still in flight an in-order *prefix* of them (a line is
 //! written back whole, with whatever it held at that moment). Stores are split at line
 //! boundaries, so a multi-line write can tear at any line; aligned 8-byte and 16-byte
-//! atomic stores never cross a line, so they never tear.
+//! atomic stores never cross a line, so they never tear — unless the tracker is told
+//! to tear 16-byte stores ([`Tear16`]): then each is two 8-byte stores in the order
+//! given, so a crash can persist the first half without the second. That checks
+//! that the format does not rely on 16-byte failure atomicity (LAWN descriptors).
 //!
 //! Fences are per thread (traces say which thread issued each event): a fence
 //! guarantees the stores whose line *that thread* flushed (or that it stored
@@ -29,9 +32,22 @@ struct Pend {
     flushed: u64,
 }
 
+/// How 16-byte atomic stores are modeled.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Tear16 {
+    /// Atomic: never torn (cmpxchg16b within one cache line).
+    #[default]
+    No,
+    /// Two 8-byte stores, low half (bytes 0..8) first.
+    LowFirst,
+    /// Two 8-byte stores, high half (bytes 8..16) first.
+    HighFirst,
+}
+
 /// The persistent state seen so far.
 pub struct Tracker {
     durable: Vec<u8>,
+    tear16: Tear16,
     /// Stores not yet guaranteed, per cache line, in program order.
     pending: BTreeMap<u64, Vec<Pend>>,
     /// Thread slots by trace thread id (at most 64 threads).
@@ -47,7 +63,12 @@ pub struct InFlight {
 
 impl Tracker {
     pub fn new(image: Vec<u8>) -> Tracker {
+        Tracker::with_tear16(image, Tear16::No)
+    }
+
+    pub fn with_tear16(image: Vec<u8>, tear16: Tear16) -> Tracker {
         Tracker {
+            tear16,
             durable: image,
             pending: BTreeMap::new(),
             threads: Vec::new(),
@@ -68,6 +89,26 @@ impl Tracker {
 
     pub fn apply(&mut self, e: &Event) {
         match e {
+            Event::Store { off, data, kind }
+                if *kind == StoreKind::Atomic16
+                    && self.tear16 != Tear16::No
+                    && data.len() == 16 =>
+            {
+                let halves = [(*off, &data[..8]), (*off + 8, &data[8..])];
+                let order = if self.tear16 == Tear16::LowFirst {
+                    [halves[0], halves[1]]
+                } else {
+                    [halves[1], halves[0]]
+                };
+                let line = off & !(LINE - 1);
+                for (o, d) in order {
+                    self.pending.entry(line).or_default().push(Pend {
+                        off: o,
+                        data: d.to_vec(),
+                        flushed: 0,
+                    });
+                }
+            }
             Event::Store { off, data, kind } => {
                 let nt = if *kind == StoreKind::NonTemporal {
                     self.cur
@@ -285,6 +326,23 @@ mod tests {
         t.apply(&Event::Fence);
         assert_eq!(&t.durable()[0..8], &[1; 8]);
         assert_eq!(&t.durable()[8..16], &[0; 8]);
+    }
+
+    #[test]
+    fn a_torn_16_byte_store_can_persist_one_half() {
+        for (tear, first) in [(Tear16::LowFirst, 0usize), (Tear16::HighFirst, 8)] {
+            let mut t = Tracker::with_tear16(vec![0; 64], tear);
+            t.apply(&store(16, &[9; 16], StoreKind::Atomic16));
+            let f = t.in_flight();
+            assert_eq!(f.lines(), 1);
+            let img = f.build(t.durable(), &[1]);
+            assert_eq!(img[16 + first], 9);
+            assert_eq!(img[16 + (8 - first)], 0);
+        }
+        // Not torn by default.
+        let mut t = Tracker::new(vec![0; 64]);
+        t.apply(&store(16, &[9; 16], StoreKind::Atomic16));
+        assert_eq!(t.in_flight().choices(1, 0).len(), 2);
     }
 
     #[test]

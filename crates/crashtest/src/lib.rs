@@ -85,6 +85,8 @@ pub struct Config {
     /// Small-write mode of the traced run (LAWN and fine-log add sub-page writes to
     /// the setup and to seq-1/seq-2).
     pub small_write: mnemofs::SmallWriteMode,
+    /// Model 16-byte atomic stores as two 8-byte stores (`crash::Tear16`).
+    pub tear16: crash::Tear16,
 }
 
 impl Config {
@@ -101,6 +103,7 @@ impl Config {
             max_violations: None,
             lock: mnemofs::LockMode::Inode,
             small_write: mnemofs::SmallWriteMode::Cow,
+            tear16: crash::Tear16::No,
             threads: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1),
@@ -425,6 +428,11 @@ fn reproduce(cfg: &Config, idx: usize) -> String {
     if cfg.small_write != mnemofs::SmallWriteMode::Cow {
         s += &format!(" --small-write {}", cfg.small_write.name());
     }
+    match cfg.tear16 {
+        crash::Tear16::No => {}
+        crash::Tear16::LowFirst => s += " --tear-16 low-first",
+        crash::Tear16::HighFirst => s += " --tear-16 high-first",
+    }
     if let Some(b) = &cfg.bug {
         if let Some(x) = mnemofs::bugs::ALL.iter().find(|x| x.1 == *b) {
             s += &format!(" --inject-bug {}", x.0);
@@ -549,7 +557,7 @@ fn explore_workload(
 
     // 2. Replay the trace; crash at every fence inside a workload operation and at
     // its return.
-    let mut tracker = Tracker::new(base.to_vec());
+    let mut tracker = Tracker::with_tear16(base.to_vec(), cfg.tear16);
     let mut scratch = Vec::with_capacity(base.len());
     let mut cur: Option<usize> = None;
     let mut fence_no = 0;
@@ -653,7 +661,7 @@ fn recovery_crashes(
     if !cfg.recovery_crashes {
         return Ok(());
     }
-    let mut t = Tracker::new(img.to_vec());
+    let mut t = Tracker::with_tear16(img.to_vec(), cfg.tear16);
     let mut local = HashSet::new();
     for e in events {
         t.apply(e);
@@ -867,7 +875,7 @@ fn explore_multi(
 
     // 2. Replay; crash at every fence while an operation is in flight, and at every
     // return.
-    let mut tracker = Tracker::new(base.to_vec());
+    let mut tracker = Tracker::with_tear16(base.to_vec(), cfg.tear16);
     let mut scratch = Vec::with_capacity(base.len());
     let mut started = false;
     let mut done = vec![0usize; n];

@@ -50,7 +50,10 @@ pub(crate) fn scan(
             match decode(v) {
                 Decoded::Clear => {}
                 Decoded::Invalid => {
-                    if mode == Mode::Fsck {
+                    // One half zero: a set or clear torn between its 8-byte halves
+                    // (reads as clear; docs/FORMAT.md §2.9). Anything else is corrupt.
+                    let torn = v as u64 == 0 || (v >> 64) as u64 == 0;
+                    if mode == Mode::Fsck && !torn {
                         problems.push(format!(
                             "LAWN descriptor {at}: not a valid descriptor ({v:#034x})"
                         ));
