@@ -477,30 +477,10 @@ fn explore_workload(
     };
 
     // 1. Run once, traced, beside the oracle.
-    let mut pm = match Pm::anonymous(base.len() as u64) {
-        Ok(p) => p,
-        Err(e) => {
-            violate(rep, "setup".into(), e.to_string());
-            return;
-        }
-    };
-    pm.load_image(base);
-    let rec = Arc::new(RecordingTracer::new());
-    pm.set_tracer(Some(rec.clone()));
-    let opts = MountOptions {
-        lock: cfg.lock,
-        small_write: cfg.small_write,
-        lawn_writeback_thread: false,
-        ..mount_opts()
-    };
-    let fs = match guarded(|| Fs::from_pm(pm, &opts)) {
-        Ok(Ok(fs)) => fs,
-        Ok(Err(e)) => {
-            violate(rep, "mount".into(), e.to_string());
-            return;
-        }
-        Err(p) => {
-            violate(rep, "mount".into(), format!("panicked: {p}"));
+    let (fs, rec) = match traced_mount(cfg, base) {
+        Ok(x) => x,
+        Err((point, what)) => {
+            violate(rep, point.into(), what);
             return;
         }
     };
@@ -686,6 +666,30 @@ fn recovery_crashes(
     Ok(())
 }
 
+/// Mounts a copy of `base` with `cfg`'s modes and a recording tracer (no LAWN
+/// write-back thread: the trace must come from the workload's threads only). An error
+/// names the step (`setup`, `mount`) and what went wrong.
+fn traced_mount(
+    cfg: &Config,
+    base: &[u8],
+) -> Result<(Fs, Arc<RecordingTracer>), (&'static str, String)> {
+    let mut pm = Pm::anonymous(base.len() as u64).map_err(|e| ("setup", e.to_string()))?;
+    pm.load_image(base);
+    let rec = Arc::new(RecordingTracer::new());
+    pm.set_tracer(Some(rec.clone()));
+    let opts = MountOptions {
+        lock: cfg.lock,
+        small_write: cfg.small_write,
+        lawn_writeback_thread: false,
+        ..mount_opts()
+    };
+    match guarded(|| Fs::from_pm(pm, &opts)) {
+        Ok(Ok(fs)) => Ok((fs, rec)),
+        Ok(Err(e)) => Err(("mount", e.to_string())),
+        Err(p) => Err(("mount", format!("panicked: {p}"))),
+    }
+}
+
 /// All checks on one crash image.
 fn check_state(
     cfg: &Config,
@@ -765,29 +769,10 @@ fn explore_multi(
         found
     };
     // 1. The traced, scheduled run.
-    let mut pm = match Pm::anonymous(base.len() as u64) {
-        Ok(p) => p,
-        Err(e) => {
-            violate(rep, "setup".into(), e.to_string());
-            return;
-        }
-    };
-    pm.load_image(base);
-    let rec = Arc::new(RecordingTracer::new());
-    pm.set_tracer(Some(rec.clone()));
-    let opts = MountOptions {
-        lock: cfg.lock,
-        small_write: cfg.small_write,
-        ..mount_opts()
-    };
-    let fs = match guarded(|| Fs::from_pm(pm, &opts)) {
-        Ok(Ok(fs)) => fs,
-        Ok(Err(e)) => {
-            violate(rep, "mount".into(), e.to_string());
-            return;
-        }
-        Err(p) => {
-            violate(rep, "mount".into(), format!("panicked: {p}"));
+    let (fs, rec) = match traced_mount(cfg, base) {
+        Ok(x) => x,
+        Err((point, what)) => {
+            violate(rep, point.into(), what);
             return;
         }
     };
