@@ -274,21 +274,29 @@ impl Fs {
             Some(inode.index.get(first)).filter(|&b| b != 0),
             Some(inode.index.get(last)).filter(|&b| b != 0),
         );
-        let reserved = {
-            let mut st = lock_briefly(inode);
-            self.reserve_entries(&mut st, &entries)
-        };
-        let r = match reserved {
-            Ok(r) => r,
-            Err(e) => {
-                self.space.free_runs(&runs);
-                return Err(e);
-            }
-        };
+        let r = self.reserve_or_free(inode, &entries, &runs)?;
         self.copy_in(inode.ino, &runs, off, data, old);
         interleave::point(Point::DataWritten);
         self.finish_concurrent(inode, &r, &entries);
         Ok(data.len())
+    }
+
+    /// Reserves log slots for `entries` under a briefly taken state lock; on failure
+    /// gives the data blocks `runs` back.
+    fn reserve_or_free(
+        &self,
+        inode: &Inode,
+        entries: &[Entry],
+        runs: &[Run],
+    ) -> Result<log::Reservation> {
+        let reserved = {
+            let mut st = lock_briefly(inode);
+            self.reserve_entries(&mut st, entries)
+        };
+        if reserved.is_err() {
+            self.space.free_runs(runs);
+        }
+        reserved
     }
 
     /// Concurrent append, reserve step: checks the file and reserves slots for
@@ -356,17 +364,7 @@ impl Fs {
     ) -> Result<()> {
         interleave::point(Point::DataWritten);
         let entries = Self::write_entries(first, runs, end, Timespec::now());
-        let reserved = {
-            let mut st = lock_briefly(inode);
-            self.reserve_entries(&mut st, &entries)
-        };
-        let r = match reserved {
-            Ok(r) => r,
-            Err(e) => {
-                self.space.free_runs(runs);
-                return Err(e);
-            }
-        };
+        let r = self.reserve_or_free(inode, &entries, runs)?;
         self.finish_concurrent(inode, &r, &entries);
         Ok(())
     }
