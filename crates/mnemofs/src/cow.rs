@@ -157,6 +157,12 @@ impl Fs {
         // concurrent extending writes still leave the larger size.
         // Whole pages: a sub-page write may move other bytes of its page (LAWN
         // write-back, page CoW), so no reader of the same page may run meanwhile.
+        if let Some(off) = offset {
+            // The lock word and the page's index entry are usually cache misses:
+            // start both loads now so that they overlap.
+            inode.index.prefetch(off / BLOCK);
+            inode.data.prefetch(off);
+        }
         let _w = match offset {
             Some(off) => inode.data.write(
                 off / BLOCK * BLOCK,

@@ -408,6 +408,8 @@ pub(crate) struct Inode {
     /// inode's number is not reused until they are all forgotten, so the kernel never
     /// mistakes a new inode for an old one it still caches.
     pub lookups: AtomicU64,
+    /// Registered with the LAWN write-back thread (lawn/mod.rs).
+    pub lawn_registered: std::sync::atomic::AtomicBool,
 }
 
 impl Inode {
@@ -420,6 +422,7 @@ impl Inode {
             data: FileLock::new(opts.lock, opts.segment_size),
             opens: AtomicU32::new(0),
             lookups: AtomicU64::new(0),
+            lawn_registered: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }

@@ -44,7 +44,7 @@ use pm::Pm;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
-use zone::{RunInfo, SubZone};
+use zone::{Overlap, RunInfo, SubZone};
 
 /// Below this share of free slots a sub-zone wakes the write-back thread (percent).
 pub(crate) const LOW_WATER_PCT: u64 = 10;
@@ -150,10 +150,6 @@ fn scratch<'a>(small: &'a mut [u8; SMALL_BUF], big: &'a mut Vec<u8>, n: usize) -
     }
 }
 
-fn overlaps(r: &RunInfo, s0: u32, s1: u32) -> bool {
-    r.desc.first <= s1 && r.desc.first + r.desc.count > s0
-}
-
 impl LawnCore {
     pub fn sub_of(&self, ino: Ino) -> usize {
         self.geo.ino_cpu(ino) as usize
@@ -175,17 +171,22 @@ impl LawnCore {
         if self.valid.load(Ordering::Acquire) == 0 || self.subs.is_empty() {
             return;
         }
+        let s = self.slot_size();
+        let hi = lo + out.len() as u64;
+        if out.is_empty() || hi <= pgoff * BLOCK || lo >= (pgoff + 1) * BLOCK {
+            return;
+        }
+        let s0 = ((lo.max(pgoff * BLOCK) - pgoff * BLOCK) / s) as u32;
+        let s1 = ((hi.min((pgoff + 1) * BLOCK) - 1 - pgoff * BLOCK) / s) as u32;
         let runs = {
             let mut z = self.subs[self.sub_of(ino)].lock();
-            let runs = z.page_runs(ino, pgoff).to_vec();
+            let runs = z.runs_overlapping(ino, pgoff, s0, s1);
             // LRU: a read counts as a use.
-            for r in &runs {
-                z.touch(r.slot);
+            if !runs.is_empty() {
+                z.touch(ino, pgoff, s0, s1);
             }
             runs
         };
-        let s = self.slot_size();
-        let hi = lo + out.len() as u64;
         for r in runs {
             if r.desc.block != block {
                 continue;
@@ -222,15 +223,14 @@ impl LawnCore {
             if z.runs() == 0 {
                 continue;
             }
-            let mut gone: Vec<u64> = Vec::new();
+            let mut gone: Vec<RunInfo> = Vec::new();
             for &(s, l) in freed {
                 for b in s..s + l {
                     if let Some((ino, pg)) = z.page_of_block(b) {
                         gone.extend(
                             z.page_runs(ino, pg)
-                                .iter()
-                                .filter(|r| r.desc.block == b)
-                                .map(|r| r.slot),
+                                .into_iter()
+                                .filter(|r| r.desc.block == b),
                         );
                     }
                 }
@@ -239,8 +239,8 @@ impl LawnCore {
                 continue;
             }
             if !bugs::on(Bug::LawnDescriptorKeptOnReuse) {
-                for &slot in &gone {
-                    let off = self.geo.desc_off(slot);
+                for r in &gone {
+                    let off = self.geo.desc_off(r.slot);
                     pm.store_u128(off, 0);
                     pm.flush(off, 16);
                 }
@@ -248,9 +248,10 @@ impl LawnCore {
             // Fence: the descriptors of the freed blocks are clear on PM before the
             // blocks (and these slots) can be reused.
             pm.fence();
-            for slot in gone {
-                z.remove(slot);
-                self.valid.fetch_sub(1, Ordering::AcqRel);
+            for r in gone {
+                if z.remove(r.desc.ino, r.desc.pgoff, r.desc.first).is_some() {
+                    self.valid.fetch_sub(1, Ordering::AcqRel);
+                }
             }
         }
     }
@@ -279,7 +280,7 @@ impl LawnCore {
         // Fence: the descriptors are clear on PM before their slots are reused.
         pm.fence();
         for r in runs {
-            if z.remove(r.slot).is_some() {
+            if z.remove(r.desc.ino, r.desc.pgoff, r.desc.first).is_some() {
                 self.valid.fetch_sub(1, Ordering::AcqRel);
                 self.counters.writebacks.fetch_add(1, Ordering::Relaxed);
             }
@@ -293,7 +294,7 @@ impl LawnCore {
         let mut done = 0;
         loop {
             let victims = {
-                let z = self.subs[sub].lock();
+                let mut z = self.subs[sub].lock();
                 if z.free_slots() >= until_free {
                     return done;
                 }
@@ -313,8 +314,8 @@ impl LawnCore {
                 let _w = inode.data.write(pg * BLOCK, (pg + 1) * BLOCK);
                 let mut z = self.subs[sub].lock();
                 // Still the same run? (The page may have been rewritten meanwhile.)
-                if z.get(v.slot).map(|r| r.desc) == Some(v.desc) {
-                    let runs = z.page_runs(v.desc.ino, pg).to_vec();
+                if z.get(v.desc.ino, pg, v.desc.first) == Some(v) {
+                    let runs = z.page_runs(v.desc.ino, pg);
                     self.writeback_locked(pm, &mut z, &runs);
                     done += runs.len() as u64;
                     progress = true;
@@ -409,33 +410,42 @@ impl Fs {
         let sub = core.sub_of(ino);
         let pm = &*self.pm;
         let k = (s1 - s0 + 1) as u64;
-        // Decide under the sub-zone lock; the PM work runs without it (the page's
-        // data lock keeps the write-back thread and block frees off this page).
-        let (file_run, slot, low) = {
+        let desc = Desc {
+            ino,
+            pgoff: pg,
+            block,
+            first: s0,
+            count: k as u32,
+        };
+        // Decide, and for a zone write reserve the slots and record the run, under
+        // the sub-zone lock; the PM work runs without it. The caller's lock on the
+        // whole page keeps readers, the write-back thread and block frees off this
+        // page until the write returns, so recording the run before its slots and
+        // descriptor are written is never observed.
+        let (file_run, slot) = {
             let mut z = core.subs[sub].lock();
-            let runs = z.page_runs(ino, pg);
-            let mut over = runs.iter().filter(|r| overlaps(r, s0, s1));
-            let first = over.next().copied();
-            let more = over.next().is_some();
-            match first {
-                Some(r) if !more && r.desc.first <= s0 && r.desc.first + r.desc.count > s1 => {
-                    (Some(r), None, false)
-                }
-                Some(_) => {
-                    // Runs that only partly overlap: write them back first (no change
-                    // of contents), so the new slices have no zone copy.
-                    let v: Vec<RunInfo> = runs
-                        .iter()
-                        .filter(|r| overlaps(r, s0, s1))
-                        .copied()
-                        .collect();
-                    core.writeback_locked(pm, &mut z, &v);
+            match z.overlap(ino, pg, s0, s1) {
+                Overlap::Covered(r) => (Some(r), None),
+                o => {
+                    if o == Overlap::Partial {
+                        // Runs that only partly overlap: write them back first (no
+                        // change of contents), so the new slices have no zone copy.
+                        let v = z.runs_overlapping(ino, pg, s0, s1);
+                        core.writeback_locked(pm, &mut z, &v);
+                    }
                     let slot = z.alloc(k);
-                    (None, slot, z.free_slots() * 100 < z.nslots * LOW_WATER_PCT)
-                }
-                None => {
-                    let slot = z.alloc(k);
-                    (None, slot, z.free_slots() * 100 < z.nslots * LOW_WATER_PCT)
+                    if z.free_slots() * 100 < z.nslots * LOW_WATER_PCT {
+                        core.kick();
+                    }
+                    let Some(slot) = slot else {
+                        return false;
+                    };
+                    if !desc.encodable() || !z.insert(slot, desc, true) {
+                        z.release(slot, k);
+                        return false;
+                    }
+                    core.valid.fetch_add(1, Ordering::AcqRel);
+                    (None, Some(slot))
                 }
             }
         };
@@ -461,28 +471,19 @@ impl Fs {
             // Fence: the clear is durable before the write returns and before the
             // slots can be reused (line 11).
             pm.fence();
-            core.subs[sub].lock().remove(r.slot);
-            core.valid.fetch_sub(1, Ordering::AcqRel);
+            if core.subs[sub]
+                .lock()
+                .remove(ino, pg, r.desc.first)
+                .is_some()
+            {
+                core.valid.fetch_sub(1, Ordering::AcqRel);
+            }
             core.counters.file_writes.fetch_add(1, Ordering::Relaxed);
             return true;
-        }
-        if low {
-            core.kick();
         }
         let Some(slot) = slot else {
             return false;
         };
-        let desc = Desc {
-            ino,
-            pgoff: pg,
-            block,
-            first: s0,
-            count: k as u32,
-        };
-        if !desc.encodable() {
-            core.subs[sub].lock().release(slot, k);
-            return false;
-        }
         // The newest bytes of the slices: the file page (no zone copy overlaps), with
         // the new data in place.
         let lo = s0 as u64 * s;
@@ -509,19 +510,14 @@ impl Fs {
         pm.flush(d, 16);
         // Fence: the descriptor is durable before the write returns (line 6).
         pm.fence();
-        if let Some(h) = core.handles.get(sub) {
-            let mut h = h.lock();
-            // (Re)register unless this very inode is known (a freed inode's number
-            // may have been reused).
-            if !h
-                .get(&ino)
-                .is_some_and(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(inode)))
-            {
-                h.insert(ino, Arc::downgrade(inode));
+        // The write-back thread finds the inode through this map; register it once
+        // per `Inode` (a freed inode's number may be reused by a new one).
+        if !inode.lawn_registered.load(Ordering::Acquire) {
+            if let Some(h) = core.handles.get(sub) {
+                h.lock().insert(ino, Arc::downgrade(inode));
+                inode.lawn_registered.store(true, Ordering::Release);
             }
         }
-        core.subs[sub].lock().insert(slot, desc, true);
-        core.valid.fetch_add(1, Ordering::AcqRel);
         core.counters.zone_writes.fetch_add(1, Ordering::Relaxed);
         true
     }
@@ -548,12 +544,7 @@ impl Fs {
     pub(crate) fn lawn_register_recovered(&self) {
         let core = &*self.lawn.core;
         for (i, sub) in core.subs.iter().enumerate() {
-            let inos: HashSet<Ino> = sub
-                .lock()
-                .lru_oldest(usize::MAX)
-                .iter()
-                .map(|r| r.desc.ino)
-                .collect();
+            let inos: HashSet<Ino> = sub.lock().inodes().collect();
             let mut h = core.handles[i].lock();
             for ino in inos {
                 if let Ok(inode) = self.get(ino) {

@@ -3,37 +3,24 @@
 //! holding that page's newest slices, a map from data block to page (so that freeing
 //! a block finds the descriptors that shadow it), and an LRU list of runs for the
 //! write-back thread. All of it is rebuilt from the descriptor table at mount.
+//!
+//! Built for the write path's cache misses: a page's entry in the hash carries a
+//! bit mask of the slice positions its runs cover and one of the positions where
+//! they start, so "does any run overlap these slices" is a mask test in the entry
+//! itself, and the run covering a position is found by counting bits, not by
+//! scanning. The LRU list is a queue with lazy deletion: a run enters at the back
+//! when it is created or promoted (with a fresh stamp); removing a run costs nothing
+//! there, and the write-back side skips queue entries whose run is gone or whose
+//! stamp is old.
 
 use super::descriptor::Desc;
 use crate::types::Ino;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
-/// FxHash: the keys are small integers, SipHash would dominate the write path.
-#[derive(Default)]
-pub(crate) struct FxHasher(u64);
-
-impl Hasher for FxHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(b as u64);
-        }
-    }
-    fn write_u64(&mut self, x: u64) {
-        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-}
-
-type Fx = BuildHasherDefault<FxHasher>;
+use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
+use std::collections::VecDeque;
 
 /// Recently freed runs remembered for reuse.
 const RECENT_MAX: usize = 64;
-
-/// No slot (end of the LRU list).
-const NIL: u32 = u32::MAX;
 
 /// A run of slots described by the descriptor of its first slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,6 +28,109 @@ pub(crate) struct RunInfo {
     pub desc: Desc,
     /// Global slot index of the first slot (= the descriptor's index).
     pub slot: u64,
+}
+
+/// Runs a page entry holds without a heap allocation (128-byte writes over 64-byte
+/// slots leave up to 32 runs on a page, about half of them in the zone at a time).
+const INLINE_RUNS: usize = 16;
+
+/// The runs of one page: their first slots (relative to the sub-zone), ordered by
+/// first slice. A run's first slice and length are in the masks: it starts at a bit
+/// of `starts` and covers the `covered` bits up to the next start or gap.
+#[derive(Debug, Default)]
+struct PageRuns {
+    /// The data block every run of the page shadows (the page's current mapping).
+    block: u64,
+    /// Slice positions covered by a run.
+    covered: u64,
+    /// Slice positions where a run starts.
+    starts: u64,
+    runs: SmallVec<[u32; INLINE_RUNS]>,
+}
+
+/// Bits `s0..=s1`.
+fn span(s0: u32, s1: u32) -> u64 {
+    let hi = if s1 >= 63 {
+        u64::MAX
+    } else {
+        (1u64 << (s1 + 1)) - 1
+    };
+    hi & !((1u64 << s0) - 1)
+}
+
+impl PageRuns {
+    /// Index in `runs` of the run starting at `first`.
+    fn index_of(&self, first: u32) -> usize {
+        (self.starts & ((1u64 << first) - 1)).count_ones() as usize
+    }
+
+    /// Length of the run starting at `first` (a bit of `starts`).
+    fn count_at(&self, first: u32) -> u32 {
+        // Ends at the first uncovered position or the next start after `first`.
+        let stop = !(self.covered >> first) | ((self.starts >> first) & !1);
+        stop.trailing_zeros().min(64 - first)
+    }
+
+    /// First slice of the run covering slice position `p`, if any.
+    fn covering(&self, p: u32) -> Option<u32> {
+        if self.covered & (1 << p) == 0 {
+            return None;
+        }
+        // The nearest start at or below `p` begins the covering run.
+        let below = self.starts & span(0, p);
+        if below == 0 {
+            return None;
+        }
+        let f = 63 - below.leading_zeros();
+        (f + self.count_at(f) > p).then_some(f)
+    }
+
+    /// The run starting at `first` (a bit of `starts`); `base` is the sub-zone's.
+    fn info(&self, ino: Ino, pgoff: u64, first: u32, base: u64) -> Option<RunInfo> {
+        let rel = *self.runs.get(self.index_of(first))?;
+        Some(RunInfo {
+            desc: Desc {
+                ino,
+                pgoff,
+                block: self.block,
+                first,
+                count: self.count_at(first),
+            },
+            slot: base + rel as u64,
+        })
+    }
+
+    /// First slices of the runs, in order.
+    fn firsts(&self) -> impl Iterator<Item = u32> {
+        let mut m = self.starts;
+        std::iter::from_fn(move || {
+            (m != 0).then(|| {
+                let f = m.trailing_zeros();
+                m &= m - 1;
+                f
+            })
+        })
+    }
+}
+
+/// One entry of the LRU queue.
+#[derive(Clone, Copy, Debug)]
+struct LruEntry {
+    ino: Ino,
+    pgoff: u64,
+    first: u8,
+    stamp: u32,
+}
+
+/// What the slices `s0..=s1` of a page overlap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Overlap {
+    /// No run: the newest copy of every slice is in the file.
+    None,
+    /// One run covers them all: the newest copy is in the zone.
+    Covered(RunInfo),
+    /// Runs cover some of them, or run past them partly.
+    Partial,
 }
 
 /// One CPU's sub-zone.
@@ -56,21 +146,18 @@ pub(crate) struct SubZone {
     /// writing frees a run for nearly every run it takes, and reusing it keeps the
     /// zone's working set small and in the CPU cache.
     recent: Vec<(u64, u64)>,
-    /// First slot of each valid run → its page.
-    /// For the first slot of each valid run, its page as `ino << 32 | pgoff`
-    /// (0: not the first slot of a run). Indexed by relative slot: no hashing.
-    owner: Vec<u64>,
     nruns: usize,
     /// (inode, page) → the page's runs (the paper's hash from (inode, offset)).
-    by_page: HashMap<(Ino, u64), Vec<RunInfo>, Fx>,
+    pages: FxHashMap<(Ino, u64), PageRuns>,
     /// Data block → (inode, page) it holds, for pages with runs.
-    by_block: HashMap<u64, (Ino, u64), Fx>,
-    /// LRU list of runs, doubly linked through their first slots (relative);
-    /// `head` is the least recently used.
-    prev: Vec<u32>,
-    next: Vec<u32>,
-    head: u32,
-    tail: u32,
+    by_block: FxHashMap<u64, (Ino, u64)>,
+    /// LRU queue, least recently used at the front; entries of removed or promoted
+    /// runs stay until they reach the front or the queue is compacted.
+    lru: VecDeque<LruEntry>,
+    /// LRU stamp of each run's newest queue entry, by relative first slot.
+    stamp: Vec<u32>,
+    /// Next LRU stamp.
+    clock: u32,
 }
 
 impl SubZone {
@@ -82,14 +169,12 @@ impl SubZone {
             free: nslots,
             fpt: 0,
             recent: Vec::new(),
-            owner: vec![0; nslots as usize],
             nruns: 0,
-            by_page: HashMap::default(),
-            by_block: HashMap::default(),
-            prev: vec![NIL; nslots as usize],
-            next: vec![NIL; nslots as usize],
-            head: NIL,
-            tail: NIL,
+            pages: FxHashMap::default(),
+            by_block: FxHashMap::default(),
+            lru: VecDeque::new(),
+            stamp: vec![0; nslots as usize],
+            clock: 0,
         }
     }
 
@@ -99,11 +184,6 @@ impl SubZone {
 
     pub fn runs(&self) -> usize {
         self.nruns
-    }
-
-    fn key_of(&self, slot: u64) -> Option<(Ino, u64)> {
-        let k = *self.owner.get(slot.checked_sub(self.base)? as usize)?;
-        (k != 0).then_some((k >> 32, k & 0xffff_ffff))
     }
 
     fn is_used(&self, i: u64) -> bool {
@@ -179,88 +259,132 @@ impl SubZone {
         self.recent.push((slot - self.base, n));
     }
 
-    fn lru_unlink(&mut self, rel: u32) {
-        let (p, n) = (self.prev[rel as usize], self.next[rel as usize]);
-        if p == NIL {
-            self.head = n;
-        } else {
-            self.next[p as usize] = n;
+    /// Appends a run to the LRU queue with a fresh stamp; returns the stamp.
+    fn lru_push(&mut self, ino: Ino, pgoff: u64, first: u8) -> u32 {
+        self.clock = self.clock.wrapping_add(1);
+        self.lru.push_back(LruEntry {
+            ino,
+            pgoff,
+            first,
+            stamp: self.clock,
+        });
+        // Lazy deletion leaves dead entries behind: drop them once they outnumber
+        // the live ones (amortized O(1) per push).
+        if self.lru.len() > 4 * self.nruns + 1024 {
+            let (pages, stamp) = (&self.pages, &self.stamp);
+            self.lru.retain(|e| live(pages, stamp, e).is_some());
         }
-        if n == NIL {
-            self.tail = p;
-        } else {
-            self.prev[n as usize] = p;
-        }
-        self.prev[rel as usize] = NIL;
-        self.next[rel as usize] = NIL;
-    }
-
-    fn lru_push(&mut self, rel: u32) {
-        self.prev[rel as usize] = self.tail;
-        self.next[rel as usize] = NIL;
-        if self.tail == NIL {
-            self.head = rel;
-        } else {
-            self.next[self.tail as usize] = rel;
-        }
-        self.tail = rel;
+        self.clock
     }
 
     /// Records a valid run whose slots are already reserved (`alloc`) or, at mount,
-    /// marks them used. Returns false if a slot of the run is taken by another run.
+    /// marks them used. Returns false (and records nothing) if a slot of the run is
+    /// taken by another run, the run overlaps slices of another run of its page, or
+    /// the page's runs shadow another block.
     pub fn insert(&mut self, slot: u64, desc: Desc, reserved: bool) -> bool {
         let rel = slot - self.base;
-        if !reserved {
-            if rel + desc.count as u64 > self.nslots
-                || (rel..rel + desc.count as u64).any(|i| self.is_used(i))
-            {
+        let count = desc.count as u64;
+        if desc.count == 0 || desc.first + desc.count > 64 || rel + count > self.nslots {
+            return false;
+        }
+        let mask = span(desc.first, desc.first + desc.count - 1);
+        let key = (desc.ino, desc.pgoff);
+        if let Some(p) = self.pages.get(&key) {
+            if p.block != desc.block || p.covered & mask != 0 {
                 return false;
             }
-            for i in rel..rel + desc.count as u64 {
+        }
+        if !reserved {
+            if (rel..rel + count).any(|i| self.is_used(i)) {
+                return false;
+            }
+            for i in rel..rel + count {
                 self.set_used(i, true);
             }
-            self.free -= desc.count as u64;
+            self.free -= count;
         }
-        let key = (desc.ino, desc.pgoff);
-        self.owner[rel as usize] = (desc.ino << 32) | (desc.pgoff & 0xffff_ffff);
-        self.nruns += 1;
-        let v = self.by_page.entry(key).or_default();
-        if v.is_empty() {
+        let stamp = self.lru_push(desc.ino, desc.pgoff, desc.first as u8);
+        self.stamp[rel as usize] = stamp;
+        let p = self.pages.entry(key).or_default();
+        if p.runs.is_empty() {
+            p.block = desc.block;
             self.by_block.insert(desc.block, key);
         }
-        v.push(RunInfo { desc, slot });
-        self.lru_push(rel as u32);
+        let i = p.index_of(desc.first);
+        p.runs.insert(i, rel as u32);
+        p.covered |= mask;
+        p.starts |= 1 << desc.first;
+        // A run ends at the next start: one that starts right after this one must
+        // not read as its continuation, and this one must not extend past `count`.
+        debug_assert_eq!(p.count_at(desc.first), desc.count);
+        self.nruns += 1;
         true
     }
 
-    /// Forgets the run at `slot` and frees its slots.
-    pub fn remove(&mut self, slot: u64) -> Option<RunInfo> {
-        let key = self.key_of(slot)?;
-        self.owner[(slot - self.base) as usize] = 0;
-        self.nruns -= 1;
-        self.lru_unlink((slot - self.base) as u32);
-        let v = self.by_page.get_mut(&key)?;
-        let i = v.iter().position(|r| r.slot == slot)?;
-        let r = v.swap_remove(i);
-        if v.is_empty() {
-            self.by_page.remove(&key);
-            self.by_block.remove(&r.desc.block);
+    /// Forgets the run of page `pgoff` of `ino` starting at slice `first` and frees
+    /// its slots.
+    pub fn remove(&mut self, ino: Ino, pgoff: u64, first: u32) -> Option<RunInfo> {
+        if first >= 64 {
+            return None;
         }
-        self.release(slot, r.desc.count as u64);
-        Some(r)
+        let key = (ino, pgoff);
+        let p = self.pages.get_mut(&key)?;
+        if p.starts & (1 << first) == 0 {
+            return None;
+        }
+        let info = p.info(ino, pgoff, first, self.base)?;
+        p.runs.remove(p.index_of(first));
+        p.starts &= !(1 << first);
+        p.covered &= !span(first, first + info.desc.count - 1);
+        if p.runs.is_empty() {
+            let block = p.block;
+            self.pages.remove(&key);
+            self.by_block.remove(&block);
+        }
+        self.nruns -= 1;
+        self.release(info.slot, info.desc.count as u64);
+        Some(info)
     }
 
-    /// The runs of a page.
-    pub fn page_runs(&self, ino: Ino, pgoff: u64) -> &[RunInfo] {
-        self.by_page
-            .get(&(ino, pgoff))
-            .map(|v| v.as_slice())
-            .unwrap_or(&[])
+    /// What the slices `s0..=s1` (`s0 <= s1 < 64`) of a page overlap.
+    pub fn overlap(&self, ino: Ino, pgoff: u64, s0: u32, s1: u32) -> Overlap {
+        let Some(p) = self.pages.get(&(ino, pgoff)) else {
+            return Overlap::None;
+        };
+        if p.covered & span(s0, s1) == 0 {
+            return Overlap::None;
+        }
+        match p.covering(s0) {
+            Some(f) if f + p.count_at(f) > s1 => match p.info(ino, pgoff, f, self.base) {
+                Some(r) => Overlap::Covered(r),
+                None => Overlap::Partial,
+            },
+            _ => Overlap::Partial,
+        }
+    }
+
+    /// The runs of a page that overlap slices `s0..=s1`, in slice order.
+    pub fn runs_overlapping(&self, ino: Ino, pgoff: u64, s0: u32, s1: u32) -> Vec<RunInfo> {
+        let Some(p) = self.pages.get(&(ino, pgoff)) else {
+            return Vec::new();
+        };
+        if p.covered & span(s0, s1) == 0 {
+            return Vec::new();
+        }
+        p.firsts()
+            .filter(|&f| f <= s1 && f + p.count_at(f) > s0)
+            .filter_map(|f| p.info(ino, pgoff, f, self.base))
+            .collect()
+    }
+
+    /// The runs of a page, in slice order.
+    pub fn page_runs(&self, ino: Ino, pgoff: u64) -> Vec<RunInfo> {
+        self.runs_overlapping(ino, pgoff, 0, 63)
     }
 
     /// Whether any run shadows a page.
     pub fn has_page(&self, ino: Ino, pgoff: u64) -> bool {
-        self.by_page.contains_key(&(ino, pgoff))
+        self.pages.contains_key(&(ino, pgoff))
     }
 
     /// The page whose runs shadow data block `block`, if any.
@@ -268,44 +392,89 @@ impl SubZone {
         self.by_block.get(&block).copied()
     }
 
-    /// Marks a run recently used.
-    pub fn touch(&mut self, slot: u64) {
-        if self.key_of(slot).is_some() {
-            let rel = (slot - self.base) as u32;
-            if self.tail != rel {
-                self.lru_unlink(rel);
-                self.lru_push(rel);
-            }
+    /// The inodes with runs in this sub-zone.
+    pub fn inodes(&self) -> impl Iterator<Item = Ino> + '_ {
+        self.pages.keys().map(|&(ino, _)| ino)
+    }
+
+    /// Marks the runs of a page overlapping slices `s0..=s1` recently used. A run
+    /// already in the newer half of the queue stays where it is (an approximate
+    /// LRU, as kernels do for pages: reads of a hot run then cost no queue entry).
+    pub fn touch(&mut self, ino: Ino, pgoff: u64, s0: u32, s1: u32) {
+        let Some(p) = self.pages.get(&(ino, pgoff)) else {
+            return;
+        };
+        if p.covered & span(s0, s1) == 0 {
+            return;
+        }
+        let recent = self.nruns as u32;
+        let old: SmallVec<[(u32, u32); 8]> = p
+            .firsts()
+            .filter(|&f| f <= s1 && f + p.count_at(f) > s0)
+            .map(|f| (f, p.runs[p.index_of(f)]))
+            .filter(|&(_, rel)| self.clock.wrapping_sub(self.stamp[rel as usize]) > recent / 2)
+            .collect();
+        for (first, rel) in old {
+            let stamp = self.lru_push(ino, pgoff, first as u8);
+            self.stamp[rel as usize] = stamp;
         }
     }
 
-    /// The least recently used runs, oldest first.
-    pub fn lru_oldest(&self, n: usize) -> Vec<RunInfo> {
+    /// The least recently used runs, oldest first (at most `n`). Drops dead queue
+    /// entries it passes.
+    pub fn lru_oldest(&mut self, n: usize) -> Vec<RunInfo> {
         let mut out = Vec::new();
-        let mut cur = self.head;
-        while cur != NIL && out.len() < n {
-            if let Some(r) = self.get(self.base + cur as u64) {
-                out.push(r);
+        let mut i = 0;
+        while i < self.lru.len() && out.len() < n {
+            let e = self.lru[i];
+            match live(&self.pages, &self.stamp, &e)
+                .map(|(p, f)| p.info(e.ino, e.pgoff, f, self.base))
+            {
+                Some(Some(r)) => {
+                    out.push(r);
+                    i += 1;
+                }
+                _ if i == 0 => {
+                    self.lru.pop_front();
+                }
+                _ => i += 1,
             }
-            cur = self.next[cur as usize];
         }
         out
     }
 
-    /// The run at `slot`, if it is still the same run.
-    pub fn get(&self, slot: u64) -> Option<RunInfo> {
-        let key = self.key_of(slot)?;
-        self.by_page
-            .get(&key)?
-            .iter()
-            .find(|r| r.slot == slot)
-            .copied()
+    /// The run of page `pgoff` of `ino` starting at slice `first`, if any.
+    pub fn get(&self, ino: Ino, pgoff: u64, first: u32) -> Option<RunInfo> {
+        if first >= 64 {
+            return None;
+        }
+        let p = self.pages.get(&(ino, pgoff))?;
+        if p.starts & (1 << first) == 0 {
+            return None;
+        }
+        p.info(ino, pgoff, first, self.base)
     }
+}
+
+/// The page and first slice of the run a queue entry stands for, if the entry is
+/// the run's newest.
+fn live<'a>(
+    pages: &'a FxHashMap<(Ino, u64), PageRuns>,
+    stamp: &[u32],
+    e: &LruEntry,
+) -> Option<(&'a PageRuns, u32)> {
+    let p = pages.get(&(e.ino, e.pgoff))?;
+    if p.starts & (1 << e.first) == 0 {
+        return None;
+    }
+    let rel = *p.runs.get(p.index_of(e.first as u32))?;
+    (stamp.get(rel as usize) == Some(&e.stamp)).then_some((p, e.first as u32))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn desc(ino: u64, pgoff: u64, block: u64, first: u32, count: u32) -> Desc {
         Desc {
@@ -342,25 +511,151 @@ mod tests {
         assert!(z.insert(b, desc(5, 7, 900, 10, 1), true));
         assert_eq!(z.page_runs(5, 7).len(), 2);
         assert_eq!(z.page_of_block(900), Some((5, 7)));
+        assert_eq!(
+            z.overlap(5, 7, 0, 1),
+            Overlap::Covered(z.get(5, 7, 0).unwrap())
+        );
+        assert_eq!(
+            z.overlap(5, 7, 1, 1),
+            Overlap::Covered(z.get(5, 7, 0).unwrap())
+        );
+        assert_eq!(z.overlap(5, 7, 1, 2), Overlap::Partial);
+        assert_eq!(z.overlap(5, 7, 2, 9), Overlap::None);
+        assert_eq!(z.overlap(5, 8, 0, 1), Overlap::None);
         // LRU: a is older; touching it makes b the oldest.
         assert_eq!(z.lru_oldest(1)[0].slot, a);
-        z.touch(a);
+        // (Only runs in the older half move: with 2 runs, a is 1 stamp old.)
+        z.clock = z.clock.wrapping_add(10);
+        z.touch(5, 7, 0, 0);
         assert_eq!(z.lru_oldest(1)[0].slot, b);
-        assert!(z.remove(a).is_some());
+        assert_eq!(z.lru_oldest(2)[1].slot, a);
+        assert!(z.remove(5, 7, 0).is_some());
         assert_eq!(z.page_of_block(900), Some((5, 7)));
-        assert!(z.remove(b).is_some());
+        assert_eq!(z.lru_oldest(5).len(), 1);
+        assert!(z.remove(5, 7, 10).is_some());
         assert!(!z.has_page(5, 7));
         assert_eq!(z.page_of_block(900), None);
         assert_eq!(z.free_slots(), 64);
-        assert!(z.remove(b).is_none());
+        assert!(z.remove(5, 7, 10).is_none());
+        assert!(z.lru_oldest(5).is_empty());
     }
 
     #[test]
-    fn mount_insert_rejects_overlapping_runs() {
+    fn insert_rejects_overlapping_runs() {
         let mut z = SubZone::new(0, 16);
         assert!(z.insert(2, desc(1, 0, 50, 0, 4), false));
+        // Slots taken.
         assert!(!z.insert(4, desc(2, 0, 51, 0, 2), false));
+        // Past the sub-zone.
         assert!(!z.insert(15, desc(2, 0, 51, 0, 2), false));
+        // Slices of the same page already covered.
+        assert!(!z.insert(8, desc(1, 0, 50, 3, 2), false));
+        // Another block for the same page.
+        assert!(!z.insert(8, desc(1, 0, 49, 8, 2), false));
         assert_eq!(z.free_slots(), 12);
+        assert!(z.insert(8, desc(1, 0, 50, 4, 2), false));
+        assert_eq!(z.free_slots(), 10);
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert { page: u64, first: u32, count: u32 },
+        Remove { page: u64, first: u32 },
+        Touch { page: u64, s0: u32, s1: u32 },
+        Oldest,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0..3u64, 0..64u32, 1..5u32).prop_map(|(page, first, count)| Op::Insert {
+                page,
+                first,
+                count: count.min(64 - first)
+            }),
+            (0..3u64, 0..64u32).prop_map(|(page, first)| Op::Remove { page, first }),
+            (0..3u64, 0..64u32, 0..64u32).prop_map(|(page, a, b)| Op::Touch {
+                page,
+                s0: a.min(b),
+                s1: a.max(b)
+            }),
+            Just(Op::Oldest),
+        ]
+    }
+
+    proptest! {
+        /// Against a model: a list of runs per page (first, count, slot) and an
+        /// exact LRU order. Overlap answers, runs and free slots agree; the LRU
+        /// head is a live run, and with no touches it is exactly the oldest insert.
+        #[test]
+        fn sub_zone_matches_a_model(ops in proptest::collection::vec(op(), 1..200)) {
+            let mut z = SubZone::new(1000, 96);
+            let mut model: Vec<(u64, u32, u32, u64)> = Vec::new(); // page, first, count, slot
+            let mut touched = false;
+            for o in ops {
+                match o {
+                    Op::Insert { page, first, count } => {
+                        let clash = model.iter().any(|&(p, f, c, _)| {
+                            p == page && f < first + count && first < f + c
+                        });
+                        let Some(slot) = z.alloc(count as u64) else { continue };
+                        let ok = z.insert(slot, desc(3, page, 100 + page, first, count), true);
+                        prop_assert_eq!(ok, !clash);
+                        if ok {
+                            model.push((page, first, count, slot));
+                        } else {
+                            z.release(slot, count as u64);
+                        }
+                    }
+                    Op::Remove { page, first } => {
+                        let i = model.iter().position(|&(p, f, _, _)| p == page && f == first);
+                        let got = z.remove(3, page, first);
+                        prop_assert_eq!(got.is_some(), i.is_some());
+                        if let Some(i) = i {
+                            prop_assert_eq!(got.map(|r| r.slot), Some(model[i].3));
+                            model.remove(i);
+                        }
+                    }
+                    Op::Touch { page, s0, s1 } => {
+                        z.touch(3, page, s0, s1);
+                        touched = true;
+                    }
+                    Op::Oldest => {
+                        let o = z.lru_oldest(1);
+                        prop_assert_eq!(o.is_empty(), model.is_empty());
+                        if let Some(r) = o.first() {
+                            let known = model.iter().any(|&(p, f, _, s)| {
+                                p == r.desc.pgoff && f == r.desc.first && s == r.slot
+                            });
+                            prop_assert!(known, "LRU head {:?} is not a live run", r);
+                            if !touched {
+                                // Model order is insertion order.
+                                prop_assert_eq!(r.slot, model[0].3);
+                            }
+                        }
+                    }
+                }
+                prop_assert_eq!(z.runs(), model.len());
+                let used: u64 = model.iter().map(|m| m.2 as u64).sum();
+                prop_assert_eq!(z.free_slots(), 96 - used);
+                for page in 0..3u64 {
+                    for s0 in (0..64u32).step_by(7) {
+                        let s1 = (s0 + 2).min(63);
+                        let over: Vec<_> = model
+                            .iter()
+                            .filter(|&&(p, f, c, _)| p == page && f <= s1 && f + c > s0)
+                            .collect();
+                        let want = match over.as_slice() {
+                            [] => Overlap::None,
+                            [&(_, f, c, slot)] if f <= s0 && f + c > s1 => {
+                                Overlap::Covered(RunInfo { desc: desc(3, page, 100 + page, f, c), slot })
+                            }
+                            _ => Overlap::Partial,
+                        };
+                        prop_assert_eq!(z.overlap(3, page, s0, s1), want);
+                        prop_assert_eq!(z.runs_overlapping(3, page, s0, s1).len(), over.len());
+                    }
+                }
+            }
+        }
     }
 }

@@ -316,6 +316,29 @@ impl SegmentLock {
         unsafe { &(*chunk).words[spread((seg as usize) & (CHUNK - 1))] }
     }
 
+    /// Starts loading segment `seg`'s word into the CPU cache (a hint), if the
+    /// word exists; never allocates.
+    pub fn prefetch(&self, seg: u64) {
+        let chunk_ix = seg >> CHUNK_BITS;
+        let mut slot = &self.root;
+        for level in (0..LEVELS).rev() {
+            let ptr = slot.load(Ordering::Acquire) as *const Node;
+            if ptr.is_null() {
+                return;
+            }
+            let i = ((chunk_ix >> (level * FAN_BITS)) as usize) & (FAN - 1);
+            // SAFETY: a non-null slot holds a live Node (freed only in Drop).
+            slot = unsafe { &(*ptr).slots[i] };
+        }
+        let chunk = slot.load(Ordering::Acquire) as *const Chunk;
+        if !chunk.is_null() {
+            // SAFETY: as above, for the chunk.
+            crate::index::prefetch(unsafe {
+                &(*chunk).words[spread((seg as usize) & (CHUNK - 1))]
+            });
+        }
+    }
+
     pub fn lock_write(&self, first: u64, last: u64) {
         lock_span(|s| self.word(s), first, last, true);
     }
