@@ -210,7 +210,7 @@ pub fn prepare(
                 let ino = create(fs, ROOT_INO, &name("data", t as u64))?;
                 fill(fs, ino, p.file_size, &chunk).map_err(|e| fill_err("data file", e))?;
                 out.push(Box::new(Random {
-                    ino,
+                    file: fs.open_handle(ino).map_err(|e| BenchError::fs("open", e))?,
                     io: p.io_size,
                     nblocks: p.file_size / p.io_size,
                     kind,
@@ -362,9 +362,10 @@ enum Access {
     Skewed,
 }
 
-/// fio-style access to one file in `io`-sized, `io`-aligned blocks.
+/// fio-style access to one file in `io`-sized, `io`-aligned blocks, through a
+/// handle opened once (fio opens its file, then preads/pwrites).
 struct Random {
-    ino: Ino,
+    file: FileHandle,
     io: u64,
     nblocks: u64,
     kind: Access,
@@ -392,10 +393,10 @@ impl Worker for Random {
         };
         let off = block * self.io;
         if write {
-            let n = fs.write(self.ino, off, &self.wbuf)?;
+            let n = fs.handle_write(&self.file, off, &self.wbuf)?;
             Ok(OpOutcome::written(n as u64))
         } else {
-            let n = fs.read(self.ino, off, &mut self.rbuf)?;
+            let n = fs.handle_read(&self.file, off, &mut self.rbuf)?;
             Ok(OpOutcome::read(n as u64))
         }
     }

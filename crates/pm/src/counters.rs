@@ -1,11 +1,10 @@
 //! Per-thread PM counters: bytes stored, cache lines flushed, fences.
 //!
 //! Each thread increments its own cache-padded slot (no shared cache line bounces on
-//! the hot path); a snapshot sums the slots.
+//! the hot path, no locked instruction); a snapshot sums the slots.
 
 use crossbeam_utils::CachePadded;
-use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 const SLOTS: usize = 64;
 
@@ -18,7 +17,8 @@ struct Slot {
     delay_ns: AtomicU64,
 }
 
-/// Counters of one PM region, one slot per thread (threads beyond 64 share slots).
+/// Counters of one PM region: a slot per live thread (up to 64), one slot shared by
+/// the threads beyond.
 pub struct Counters {
     slots: Box<[CachePadded<Slot>]>,
 }
@@ -55,21 +55,65 @@ impl CounterSnapshot {
     }
 }
 
-static NEXT_THREAD: AtomicUsize = AtomicUsize::new(0);
-thread_local! {
-    static THREAD_SLOT: Cell<usize> = const { Cell::new(usize::MAX) };
+/// Slots leased to live threads (bit i: slot i).
+static LEASED: AtomicU64 = AtomicU64::new(0);
+
+/// The calling thread's slot: exclusive while the thread lives (returned when it
+/// exits), or [`SHARED`] when all are leased.
+struct Lease(usize);
+
+impl Lease {
+    fn take() -> Lease {
+        let mut cur = LEASED.load(Ordering::Relaxed);
+        loop {
+            if cur == u64::MAX {
+                return Lease(SHARED);
+            }
+            let i = (!cur).trailing_zeros() as usize;
+            match LEASED.compare_exchange_weak(
+                cur,
+                cur | (1 << i),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Lease(i),
+                Err(now) => cur = now,
+            }
+        }
+    }
 }
 
-fn my_slot() -> usize {
-    THREAD_SLOT.with(|s| {
-        let v = s.get();
-        if v != usize::MAX {
-            return v;
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if self.0 < SHARED {
+            LEASED.fetch_and(!(1 << self.0), Ordering::AcqRel);
         }
-        let n = NEXT_THREAD.fetch_add(1, Ordering::Relaxed) % SLOTS;
-        s.set(n);
-        n
-    })
+    }
+}
+
+thread_local! {
+    static THREAD_SLOT: Lease = Lease::take();
+}
+
+/// Index of the slot shared by threads beyond the first [`SHARED`] live ones.
+const SHARED: usize = SLOTS;
+
+fn my_slot() -> usize {
+    // A thread being torn down (its lease already dropped) counts in the shared slot.
+    THREAD_SLOT.try_with(|l| l.0).unwrap_or(SHARED)
+}
+
+/// Adds `n` to a counter of slot `i`. A leased slot has one writer, its thread, so
+/// a plain load and store suffice (no locked instruction on the PM path: a locked
+/// add right after non-temporal stores or flushes would wait for them to drain);
+/// the shared slot needs the atomic add.
+#[inline]
+fn bump(i: usize, c: &AtomicU64, n: u64) {
+    if i < SHARED {
+        c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    } else {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
 }
 
 impl Default for Counters {
@@ -81,47 +125,53 @@ impl Default for Counters {
 impl Counters {
     pub fn new() -> Self {
         Counters {
-            slots: (0..SLOTS)
+            slots: (0..=SLOTS)
                 .map(|_| CachePadded::new(Slot::default()))
                 .collect(),
         }
     }
 
     #[inline]
-    fn slot(&self) -> &Slot {
-        &self.slots[my_slot()]
+    fn slot(&self) -> (usize, &Slot) {
+        let i = my_slot();
+        (i, &self.slots[i])
     }
 
     #[inline]
     pub fn add_bytes(&self, n: u64) {
-        self.slot().bytes.fetch_add(n, Ordering::Relaxed);
+        let (i, s) = self.slot();
+        bump(i, &s.bytes, n);
     }
 
     #[inline]
     pub fn add_nt_bytes(&self, n: u64) {
-        let s = self.slot();
-        s.bytes.fetch_add(n, Ordering::Relaxed);
-        s.nt_bytes.fetch_add(n, Ordering::Relaxed);
+        let (i, s) = self.slot();
+        bump(i, &s.bytes, n);
+        bump(i, &s.nt_bytes, n);
     }
 
     #[inline]
     pub fn add_flushes(&self, n: u64) {
-        self.slot().flushes.fetch_add(n, Ordering::Relaxed);
+        let (i, s) = self.slot();
+        bump(i, &s.flushes, n);
     }
 
     #[inline]
     pub fn add_fence(&self) {
-        self.slot().fences.fetch_add(1, Ordering::Relaxed);
+        let (i, s) = self.slot();
+        bump(i, &s.fences, 1);
     }
 
     #[inline]
     pub fn add_delay(&self, ns: u64) {
-        self.slot().delay_ns.fetch_add(ns, Ordering::Relaxed);
+        let (i, s) = self.slot();
+        bump(i, &s.delay_ns, ns);
     }
 
-    /// Counters of the calling thread only.
+    /// Counters of the calling thread only (its slot; beyond 64 live threads, the
+    /// slot they share). A slot outlives its thread, so use differences.
     pub fn this_thread(&self) -> CounterSnapshot {
-        let s = self.slot();
+        let (_, s) = self.slot();
         CounterSnapshot {
             bytes_written: s.bytes.load(Ordering::Relaxed),
             nt_bytes_written: s.nt_bytes.load(Ordering::Relaxed),
@@ -142,5 +192,42 @@ impl Counters {
             t.modeled_delay_ns += s.delay_ns.load(Ordering::Relaxed);
         }
         t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_are_exact_with_more_threads_than_slots() {
+        let c = std::sync::Arc::new(Counters::new());
+        let before = c.snapshot();
+        // 100 threads alive at once: 64 leased slots (plain adds) and the shared one.
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(100));
+        let hs: Vec<_> = (0..100)
+            .map(|_| {
+                let (c, b) = (c.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    c.add_fence();
+                    b.wait();
+                    for _ in 0..1000 {
+                        c.add_nt_bytes(3);
+                        c.add_flushes(1);
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        let d = c.snapshot().since(&before);
+        assert_eq!(d.fences, 100);
+        assert_eq!(d.flushes, 100_000);
+        assert_eq!(d.bytes_written, 300_000);
+        assert_eq!(d.nt_bytes_written, 300_000);
+        // Slots were handed back: a new thread gets a leased one.
+        let i = std::thread::spawn(my_slot).join().unwrap();
+        assert!(i < SHARED);
     }
 }
