@@ -95,6 +95,9 @@ impl Fs {
 
     fn read_inode(&self, inode: &Inode, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let end_req = offset.saturating_add(buf.len() as u64);
+        // As in writes: start the lock word's and the index entry's misses together.
+        inode.index.prefetch(offset / BLOCK);
+        inode.data.prefetch(offset);
         let _r = inode.data.read(offset, end_req);
         if inode.index.dead() {
             return Err(FsError::NotFound);

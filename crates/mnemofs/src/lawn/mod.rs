@@ -28,6 +28,7 @@
 //! full zone is never an error).
 
 pub(crate) mod descriptor;
+pub(crate) mod pagetable;
 pub(crate) mod recover;
 pub(crate) mod writeback;
 pub(crate) mod zone;
@@ -90,6 +91,7 @@ impl Lawn {
     pub fn new(geo: Geometry, subs: Vec<SubZone>) -> Lawn {
         let valid: usize = subs.iter().map(|s| s.runs()).sum();
         let n = subs.len();
+
         Lawn {
             core: Arc::new(LawnCore {
                 geo,

@@ -14,6 +14,7 @@
 //! stamp is old.
 
 use super::descriptor::Desc;
+use super::pagetable::PageTable;
 use crate::types::Ino;
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
@@ -37,7 +38,9 @@ const INLINE_RUNS: usize = 16;
 /// The runs of one page: their first slots (relative to the sub-zone), ordered by
 /// first slice. A run's first slice and length are in the masks: it starts at a bit
 /// of `starts` and covers the `covered` bits up to the next start or gap.
+/// (`repr(C)`: the masks come right after the hash key, in the entry's first line.)
 #[derive(Debug, Default)]
+#[repr(C)]
 struct PageRuns {
     /// The data block every run of the page shadows (the page's current mapping).
     block: u64,
@@ -148,7 +151,7 @@ pub(crate) struct SubZone {
     recent: Vec<(u64, u64)>,
     nruns: usize,
     /// (inode, page) → the page's runs (the paper's hash from (inode, offset)).
-    pages: FxHashMap<(Ino, u64), PageRuns>,
+    pages: PageTable<PageRuns>,
     /// Data block → (inode, page) it holds, for pages with runs.
     by_block: FxHashMap<u64, (Ino, u64)>,
     /// LRU queue, least recently used at the front; entries of removed or promoted
@@ -170,7 +173,7 @@ impl SubZone {
             fpt: 0,
             recent: Vec::new(),
             nruns: 0,
-            pages: FxHashMap::default(),
+            pages: PageTable::new(),
             by_block: FxHashMap::default(),
             lru: VecDeque::new(),
             stamp: vec![0; nslots as usize],
@@ -287,9 +290,12 @@ impl SubZone {
         if desc.count == 0 || desc.first + desc.count > 64 || rel + count > self.nslots {
             return false;
         }
+        if super::pagetable::pack(desc.ino, desc.pgoff).is_none() {
+            return false;
+        }
         let mask = span(desc.first, desc.first + desc.count - 1);
         let key = (desc.ino, desc.pgoff);
-        if let Some(p) = self.pages.get(&key) {
+        if let Some(p) = self.pages.get(desc.ino, desc.pgoff) {
             if p.block != desc.block || p.covered & mask != 0 {
                 return false;
             }
@@ -305,7 +311,9 @@ impl SubZone {
         }
         let stamp = self.lru_push(desc.ino, desc.pgoff, desc.first as u8);
         self.stamp[rel as usize] = stamp;
-        let p = self.pages.entry(key).or_default();
+        let Some(p) = self.pages.get_or_default(desc.ino, desc.pgoff) else {
+            return false;
+        };
         if p.runs.is_empty() {
             p.block = desc.block;
             self.by_block.insert(desc.block, key);
@@ -327,8 +335,7 @@ impl SubZone {
         if first >= 64 {
             return None;
         }
-        let key = (ino, pgoff);
-        let p = self.pages.get_mut(&key)?;
+        let p = self.pages.get_mut(ino, pgoff)?;
         if p.starts & (1 << first) == 0 {
             return None;
         }
@@ -338,7 +345,7 @@ impl SubZone {
         p.covered &= !span(first, first + info.desc.count - 1);
         if p.runs.is_empty() {
             let block = p.block;
-            self.pages.remove(&key);
+            self.pages.remove(ino, pgoff);
             self.by_block.remove(&block);
         }
         self.nruns -= 1;
@@ -348,7 +355,7 @@ impl SubZone {
 
     /// What the slices `s0..=s1` (`s0 <= s1 < 64`) of a page overlap.
     pub fn overlap(&self, ino: Ino, pgoff: u64, s0: u32, s1: u32) -> Overlap {
-        let Some(p) = self.pages.get(&(ino, pgoff)) else {
+        let Some(p) = self.pages.get(ino, pgoff) else {
             return Overlap::None;
         };
         if p.covered & span(s0, s1) == 0 {
@@ -365,7 +372,7 @@ impl SubZone {
 
     /// The runs of a page that overlap slices `s0..=s1`, in slice order.
     pub fn runs_overlapping(&self, ino: Ino, pgoff: u64, s0: u32, s1: u32) -> Vec<RunInfo> {
-        let Some(p) = self.pages.get(&(ino, pgoff)) else {
+        let Some(p) = self.pages.get(ino, pgoff) else {
             return Vec::new();
         };
         if p.covered & span(s0, s1) == 0 {
@@ -384,7 +391,7 @@ impl SubZone {
 
     /// Whether any run shadows a page.
     pub fn has_page(&self, ino: Ino, pgoff: u64) -> bool {
-        self.pages.contains_key(&(ino, pgoff))
+        self.pages.contains_key(ino, pgoff)
     }
 
     /// The page whose runs shadow data block `block`, if any.
@@ -394,14 +401,14 @@ impl SubZone {
 
     /// The inodes with runs in this sub-zone.
     pub fn inodes(&self) -> impl Iterator<Item = Ino> + '_ {
-        self.pages.keys().map(|&(ino, _)| ino)
+        self.pages.keys().map(|(ino, _)| ino)
     }
 
     /// Marks the runs of a page overlapping slices `s0..=s1` recently used. A run
     /// already in the newer half of the queue stays where it is (an approximate
     /// LRU, as kernels do for pages: reads of a hot run then cost no queue entry).
     pub fn touch(&mut self, ino: Ino, pgoff: u64, s0: u32, s1: u32) {
-        let Some(p) = self.pages.get(&(ino, pgoff)) else {
+        let Some(p) = self.pages.get(ino, pgoff) else {
             return;
         };
         if p.covered & span(s0, s1) == 0 {
@@ -448,7 +455,7 @@ impl SubZone {
         if first >= 64 {
             return None;
         }
-        let p = self.pages.get(&(ino, pgoff))?;
+        let p = self.pages.get(ino, pgoff)?;
         if p.starts & (1 << first) == 0 {
             return None;
         }
@@ -459,11 +466,11 @@ impl SubZone {
 /// The page and first slice of the run a queue entry stands for, if the entry is
 /// the run's newest.
 fn live<'a>(
-    pages: &'a FxHashMap<(Ino, u64), PageRuns>,
+    pages: &'a PageTable<PageRuns>,
     stamp: &[u32],
     e: &LruEntry,
 ) -> Option<(&'a PageRuns, u32)> {
-    let p = pages.get(&(e.ino, e.pgoff))?;
+    let p = pages.get(e.ino, e.pgoff)?;
     if p.starts & (1 << e.first) == 0 {
         return None;
     }
