@@ -262,15 +262,24 @@ impl LawnCore {
     /// descriptors. Changes no file contents; the caller holds the page's data lock
     /// (write) and `z`, the page's sub-zone.
     pub fn writeback_locked(&self, pm: &Pm, z: &mut SubZone, runs: &[RunInfo]) {
+        self.copy_back(pm, runs);
+        self.forget(z, runs);
+    }
+
+    /// The PM half of a write-back: the runs' slots into the file page in place,
+    /// fence, their descriptors cleared, fence. Needs the page's data lock (write),
+    /// which keeps every other user of these runs out, but not the sub-zone lock.
+    fn copy_back(&self, pm: &Pm, runs: &[RunInfo]) {
         if runs.is_empty() {
             return;
         }
         let s = self.slot_size();
+        let mut buf = [0u8; SMALL_BUF];
+        let mut big = Vec::new();
         for r in runs {
-            let n = r.desc.count as u64 * s;
-            let mut buf = vec![0u8; n as usize];
-            pm.read(self.geo.slot_off(r.slot), &mut buf);
-            pm.write_nt(r.desc.block * BLOCK + r.desc.first as u64 * s, &buf);
+            let b = scratch(&mut buf, &mut big, (r.desc.count as u64 * s) as usize);
+            pm.read(self.geo.slot_off(r.slot), b);
+            pm.write_nt(r.desc.block * BLOCK + r.desc.first as u64 * s, b);
         }
         // Fence: the file holds the zone copies before their descriptors go.
         pm.fence();
@@ -281,6 +290,10 @@ impl LawnCore {
         }
         // Fence: the descriptors are clear on PM before their slots are reused.
         pm.fence();
+    }
+
+    /// The DRAM half: forgets written-back runs and frees their slots.
+    fn forget(&self, z: &mut SubZone, runs: &[RunInfo]) {
         for r in runs {
             if z.remove(r.desc.ino, r.desc.pgoff, r.desc.first).is_some() {
                 self.valid.fetch_sub(1, Ordering::AcqRel);
@@ -314,14 +327,21 @@ impl LawnCore {
                 let Some(inode) = inode else { continue };
                 let pg = v.desc.pgoff;
                 let _w = inode.data.write(pg * BLOCK, (pg + 1) * BLOCK);
-                let mut z = self.subs[sub].lock();
-                // Still the same run? (The page may have been rewritten meanwhile.)
-                if z.get(v.desc.ino, pg, v.desc.first) == Some(v) {
-                    let runs = z.page_runs(v.desc.ino, pg);
-                    self.writeback_locked(pm, &mut z, &runs);
-                    done += runs.len() as u64;
-                    progress = true;
-                }
+                let runs = {
+                    let z = self.subs[sub].lock();
+                    // Still the same run? (The page may have been rewritten meanwhile.)
+                    if z.get(v.desc.ino, pg, v.desc.first) != Some(v) {
+                        continue;
+                    }
+                    z.page_runs(v.desc.ino, pg)
+                };
+                // The PM work runs without the sub-zone lock, so writers of other
+                // pages of this sub-zone do not wait for it; the page's lock keeps
+                // this page's runs as they are until they are forgotten.
+                self.copy_back(pm, &runs);
+                self.forget(&mut self.subs[sub].lock(), &runs);
+                done += runs.len() as u64;
+                progress = true;
             }
             if !progress {
                 return done;
