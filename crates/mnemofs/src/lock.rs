@@ -140,7 +140,6 @@ impl FileLock {
         self.lock(start, end, false)
     }
 
-    /// Locks `[start, end)` for writing (`end == u64::MAX`: to the end of the file).
     /// Starts loading the lock word of the range starting at `start` into the CPU
     /// cache (a hint; segment mode only).
     pub fn prefetch(&self, start: u64) {
@@ -150,6 +149,7 @@ impl FileLock {
         }
     }
 
+    /// Locks `[start, end)` for writing (`end == u64::MAX`: to the end of the file).
     pub fn write(&self, start: u64, end: u64) -> RangeGuard<'_> {
         self.lock(start, end, true)
     }

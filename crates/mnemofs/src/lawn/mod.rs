@@ -324,7 +324,10 @@ impl LawnCore {
                     .lock()
                     .get(&v.desc.ino)
                     .and_then(Weak::upgrade);
-                let Some(inode) = inode else { continue };
+                // (A dead inode's number may already name a newer inode.)
+                let Some(inode) = inode.filter(|i| !i.index.dead()) else {
+                    continue;
+                };
                 let pg = v.desc.pgoff;
                 let _w = inode.data.write(pg * BLOCK, (pg + 1) * BLOCK);
                 let runs = {
@@ -439,6 +442,16 @@ impl Fs {
             first: s0,
             count: k as u32,
         };
+        // The write-back thread finds the inode of a run through this map: register
+        // it once per `Inode` (a freed inode's number may be reused by a new one),
+        // before a run of it can exist, so the thread never locks the page of an
+        // older inode that had this number while this write is under way.
+        if !inode.lawn_registered.load(Ordering::Acquire) {
+            if let Some(h) = core.handles.get(sub) {
+                h.lock().insert(ino, Arc::downgrade(inode));
+                inode.lawn_registered.store(true, Ordering::Release);
+            }
+        }
         // Decide, and for a zone write reserve the slots and record the run, under
         // the sub-zone lock; the PM work runs without it. The caller's lock on the
         // whole page keeps readers, the write-back thread and block frees off this
@@ -532,14 +545,6 @@ impl Fs {
         pm.flush(d, 16);
         // Fence: the descriptor is durable before the write returns (line 6).
         pm.fence();
-        // The write-back thread finds the inode through this map; register it once
-        // per `Inode` (a freed inode's number may be reused by a new one).
-        if !inode.lawn_registered.load(Ordering::Acquire) {
-            if let Some(h) = core.handles.get(sub) {
-                h.lock().insert(ino, Arc::downgrade(inode));
-                inode.lawn_registered.store(true, Ordering::Release);
-            }
-        }
         core.counters.zone_writes.fetch_add(1, Ordering::Relaxed);
         true
     }

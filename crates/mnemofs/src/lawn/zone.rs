@@ -263,7 +263,16 @@ impl SubZone {
     }
 
     /// Appends a run to the LRU queue with a fresh stamp; returns the stamp.
+    /// The caller records the stamp (`stamp[slot]`) and, for a new run, the run
+    /// itself right after.
     fn lru_push(&mut self, ino: Ino, pgoff: u64, first: u8) -> u32 {
+        // Lazy deletion leaves dead entries behind: drop them once they outnumber
+        // the live ones (amortized O(1) per push). Before pushing: the entry pushed
+        // now is not live until the caller has recorded its stamp (and its run).
+        if self.lru.len() > 4 * self.nruns + 1024 {
+            let (pages, stamp) = (&self.pages, &self.stamp);
+            self.lru.retain(|e| live(pages, stamp, e).is_some());
+        }
         self.clock = self.clock.wrapping_add(1);
         self.lru.push_back(LruEntry {
             ino,
@@ -271,12 +280,6 @@ impl SubZone {
             first,
             stamp: self.clock,
         });
-        // Lazy deletion leaves dead entries behind: drop them once they outnumber
-        // the live ones (amortized O(1) per push).
-        if self.lru.len() > 4 * self.nruns + 1024 {
-            let (pages, stamp) = (&self.pages, &self.stamp);
-            self.lru.retain(|e| live(pages, stamp, e).is_some());
-        }
         self.clock
     }
 
@@ -545,6 +548,34 @@ mod tests {
         assert_eq!(z.free_slots(), 64);
         assert!(z.remove(5, 7, 10).is_none());
         assert!(z.lru_oldest(5).is_empty());
+    }
+
+    #[test]
+    fn lru_compaction_keeps_every_live_run() {
+        // Churn past the compaction threshold (4 × runs + 1024 queue entries): runs
+        // created and touched while the queue is compacted must stay reachable.
+        let mut z = SubZone::new(0, 4096);
+        let mut live = Vec::new();
+        for i in 0..6000u64 {
+            let (pg, first) = (i % 64, (i / 64 % 32) as u32 * 2);
+            if z.get(1, pg, first).is_some() {
+                assert!(z.remove(1, pg, first).is_some());
+                live.retain(|&k| k != (pg, first));
+            } else {
+                let slot = z.alloc(2).unwrap();
+                assert!(z.insert(slot, desc(1, pg, 100 + pg, first, 2), true));
+                live.push((pg, first));
+            }
+            z.clock = z.clock.wrapping_add(1000);
+            z.touch(1, pg, 0, 63);
+        }
+        let oldest = z.lru_oldest(usize::MAX);
+        assert_eq!(oldest.len(), live.len());
+        for (pg, first) in live {
+            assert!(oldest
+                .iter()
+                .any(|r| r.desc.pgoff == pg && r.desc.first == first));
+        }
     }
 
     #[test]
