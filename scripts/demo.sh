@@ -19,12 +19,18 @@ cargo build --release
 mnemofs() { "$MNEMOFS" "$@"; }
 
 step "mount $IMG at $MNT"
-if [[ ! -e $IMG ]]; then
-  run mnemofs mkfs "$IMG" --size 1G
-fi
 if is_mounted "$MNT"; then # left over from an earlier run
   run fusermount3 -u "$MNT" || run umount -l "$MNT"
   wait_released "$IMG"
+fi
+# An image from an earlier run is remounted (its files survive); one this build cannot
+# mount (e.g. an older on-PM format version) is replaced by a fresh one.
+if [[ -e $IMG ]] && ! why=$(mnemofs stat "$IMG" 2>&1 >/dev/null); then
+  echo "$IMG: not an image this build can mount (${why:-unknown}); making a fresh one"
+  run mnemofs mkfs "$IMG" --size 1G --force
+fi
+if [[ ! -e $IMG ]]; then
+  run mnemofs mkfs "$IMG" --size 1G
 fi
 mkdir -p "$MNT"
 run mnemofs mount "$IMG" "$MNT"
