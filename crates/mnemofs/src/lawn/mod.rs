@@ -180,15 +180,8 @@ impl LawnCore {
         }
         let s0 = ((lo.max(pgoff * BLOCK) - pgoff * BLOCK) / s) as u32;
         let s1 = ((hi.min((pgoff + 1) * BLOCK) - 1 - pgoff * BLOCK) / s) as u32;
-        let runs = {
-            let mut z = self.subs[self.sub_of(ino)].lock();
-            let runs = z.runs_overlapping(ino, pgoff, s0, s1);
-            // LRU: a read counts as a use.
-            if !runs.is_empty() {
-                z.touch(ino, pgoff, s0, s1);
-            }
-            runs
-        };
+        // LRU: a read counts as a use (the sub-zone lock is held for this line only).
+        let runs = self.subs[self.sub_of(ino)].lock().touch(ino, pgoff, s0, s1);
         for r in runs {
             if r.desc.block != block {
                 continue;

@@ -407,27 +407,21 @@ impl SubZone {
         self.pages.keys().map(|(ino, _)| ino)
     }
 
-    /// Marks the runs of a page overlapping slices `s0..=s1` recently used. A run
-    /// already in the newer half of the queue stays where it is (an approximate
-    /// LRU, as kernels do for pages: reads of a hot run then cost no queue entry).
-    pub fn touch(&mut self, ino: Ino, pgoff: u64, s0: u32, s1: u32) {
-        let Some(p) = self.pages.get(ino, pgoff) else {
-            return;
-        };
-        if p.covered & span(s0, s1) == 0 {
-            return;
-        }
+    /// The runs of a page overlapping slices `s0..=s1` (as [`Self::runs_overlapping`]),
+    /// marked recently used — one lookup for a read. A run already in the newer half
+    /// of the queue stays where it is (an approximate LRU, as kernels do for pages:
+    /// reads of a hot run then cost no queue entry).
+    pub fn touch(&mut self, ino: Ino, pgoff: u64, s0: u32, s1: u32) -> Vec<RunInfo> {
+        let runs = self.runs_overlapping(ino, pgoff, s0, s1);
         let recent = self.nruns as u32;
-        let old: SmallVec<[(u32, u32); 8]> = p
-            .firsts()
-            .filter(|&f| f <= s1 && f + p.count_at(f) > s0)
-            .map(|f| (f, p.runs[p.index_of(f)]))
-            .filter(|&(_, rel)| self.clock.wrapping_sub(self.stamp[rel as usize]) > recent / 2)
-            .collect();
-        for (first, rel) in old {
-            let stamp = self.lru_push(ino, pgoff, first as u8);
-            self.stamp[rel as usize] = stamp;
+        for r in &runs {
+            let rel = (r.slot - self.base) as usize;
+            if self.clock.wrapping_sub(self.stamp[rel]) > recent / 2 {
+                let stamp = self.lru_push(ino, pgoff, r.desc.first as u8);
+                self.stamp[rel] = stamp;
+            }
         }
+        runs
     }
 
     /// The least recently used runs, oldest first (at most `n`). Drops dead queue
