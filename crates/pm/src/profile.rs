@@ -222,6 +222,38 @@ impl SpinClock {
         }
     }
 
+    /// A cheap timestamp for measuring short intervals: the time-stamp counter where
+    /// it is invariant (a few ns to read, as fio's default `clocksource=cpu`),
+    /// otherwise nanoseconds of the monotonic clock since the first call. Convert a
+    /// difference with [`SpinClock::ticks_to_ns`].
+    #[inline]
+    pub fn ticks(&self) -> u64 {
+        #[cfg(target_arch = "x86_64")]
+        if self.ticks_per_ns.is_some() {
+            return rdtsc();
+        }
+        static EPOCH: OnceLock<Instant> = OnceLock::new();
+        EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64
+    }
+
+    /// Nanoseconds in `ticks` (a difference of two [`SpinClock::ticks`] readings).
+    #[inline]
+    pub fn ticks_to_ns(&self, ticks: u64) -> u64 {
+        match self.ticks_per_ns {
+            Some(tpn) => (ticks as f64 / tpn) as u64,
+            None => ticks,
+        }
+    }
+
+    /// Ticks in `ns` nanoseconds (for deadlines in ticks).
+    #[inline]
+    pub fn ns_to_ticks(&self, ns: u64) -> u64 {
+        match self.ticks_per_ns {
+            Some(tpn) => (ns as f64 * tpn) as u64,
+            None => ns,
+        }
+    }
+
     /// Busy-waits for `ns` nanoseconds.
     #[inline]
     pub fn spin(&self, ns: u64) {
