@@ -98,6 +98,9 @@ impl Fs {
         // As in writes: start the lock word's and the index entry's misses together.
         inode.index.prefetch(offset / BLOCK);
         inode.data.prefetch(offset);
+        if self.opts.small_write == SmallWriteMode::Lawn {
+            self.lawn.core.prefetch(inode.ino, offset / BLOCK);
+        }
         let _r = inode.data.read(offset, end_req);
         if inode.index.dead() {
             return Err(FsError::NotFound);
@@ -165,6 +168,10 @@ impl Fs {
             // start both loads now so that they overlap.
             inode.index.prefetch(off / BLOCK);
             inode.data.prefetch(off);
+            // And the LAWN zone's entry for the page (a sub-page write looks it up).
+            if self.opts.small_write == SmallWriteMode::Lawn && (data.len() as u64) < BLOCK {
+                self.lawn.core.prefetch(inode.ino, off / BLOCK);
+            }
         }
         let _w = match offset {
             Some(off) => inode.data.write(

@@ -230,6 +230,13 @@ impl Fs {
                 .write()
                 .insert(ino, inode);
         }
+        if opts.small_write == SmallWriteMode::Lawn {
+            // The zone and its descriptor table are written at random all the time:
+            // map their pages in now rather than take a page fault (and, on /dev/shm,
+            // a zero-fill) on the first write to each.
+            pm.populate(geo.desc_off(0), geo.zone_slots * crate::format::DESC_SIZE);
+            pm.populate(geo.slot_off(0), geo.zone_slots * geo.slot_size as u64);
+        }
         let pm = Arc::new(pm);
         let fs = Fs {
             journals: Journals::new(&geo),

@@ -213,6 +213,20 @@ pub(crate) fn prefetch<T>(p: &T) {
     let _ = p;
 }
 
+/// Prefetches the cache line at address `a`, which may be stale (memory since freed
+/// or unmapped): PREFETCHT0 never faults and never writes.
+#[inline]
+pub(crate) fn prefetch_addr(a: usize) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint only: it neither faults on an invalid address nor
+    // changes memory, so any address is fine.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(a as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = a;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

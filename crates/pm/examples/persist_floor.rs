@@ -50,6 +50,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "lawn-zone-clwb",
             "lawn-file",
             "lawn-file-clwb",
+            "lawn-zone-pf",
+            "lawn-file-pf",
             "finelog",
         ] {
             let mut seed = 0x9e37_79b9_7f4a_7c15u64;
@@ -72,13 +74,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         pm.flush(log, 8);
                         pm.fence();
                     }
-                    "lawn-zone" | "lawn-zone-clwb" | "lawn-file" | "lawn-file-clwb" => {
+                    "lawn-zone" | "lawn-zone-clwb" | "lawn-file" | "lawn-file-clwb"
+                    | "lawn-zone-pf" | "lawn-file-pf" => {
                         let slot = r % (48 * MIB / 128);
                         let at = if scheme.starts_with("lawn-zone") {
                             zone + slot * 128
                         } else {
                             file + (xorshift(&mut seed) % (256 * MIB / 128)) * 128
                         };
+                        let d = desc + (slot * 2 % (8 * MIB / 16)) * 16;
+                        if scheme.ends_with("pf") {
+                            pm.prefetch(d);
+                        }
                         if scheme.ends_with("clwb") {
                             pm.write(at, &data);
                             pm.flush(at, 128);
@@ -86,7 +93,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                             pm.write_nt(at, &data);
                         }
                         pm.fence();
-                        let d = desc + (slot * 2 % (8 * MIB / 16)) * 16;
                         pm.store_u128(d, (i as u128) << 64 | 1);
                         pm.flush(d, 16);
                         pm.fence();

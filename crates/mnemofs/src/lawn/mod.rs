@@ -39,11 +39,12 @@ use crate::fs::Fs;
 use crate::inode::Inode;
 use crate::space::Run;
 use crate::types::{Ino, SmallWriteMode, Timespec};
+use crossbeam_utils::CachePadded;
 use descriptor::Desc;
 use parking_lot::{Condvar, Mutex};
 use pm::Pm;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use zone::{Overlap, RunInfo, SubZone};
 
@@ -52,14 +53,26 @@ pub(crate) const LOW_WATER_PCT: u64 = 10;
 /// The write-back thread stops once this share is free again (percent).
 pub(crate) const HIGH_WATER_PCT: u64 = 20;
 
-/// Counters of the small-write paths (exact; reported in `FsStats`).
+/// Counters of the small-write paths (exact; reported in `FsStats`). Each on its
+/// own cache line: the write-back thread bumps `writebacks` while a writer bumps
+/// the others, and a shared line would bounce between them on every write.
 #[derive(Default)]
 pub(crate) struct Counters {
-    pub zone_writes: AtomicU64,
-    pub file_writes: AtomicU64,
-    pub writebacks: AtomicU64,
-    pub fallbacks: AtomicU64,
-    pub finelog_writes: AtomicU64,
+    pub zone_writes: CachePadded<AtomicU64>,
+    pub file_writes: CachePadded<AtomicU64>,
+    pub writebacks: CachePadded<AtomicU64>,
+    pub fallbacks: CachePadded<AtomicU64>,
+    pub finelog_writes: CachePadded<AtomicU64>,
+}
+
+/// Where a sub-zone's page table lies, published for lock-free prefetching: a
+/// writer prefetches its page's entry before it takes any lock, so that the miss
+/// overlaps the range lock's and the page index's. A stale value (the table grew
+/// meanwhile) only makes the prefetch useless: a prefetch never faults.
+#[derive(Default)]
+pub(crate) struct TableHint {
+    base: AtomicUsize,
+    mask: AtomicUsize,
 }
 
 /// Everything the write-back thread shares with the file system.
@@ -68,9 +81,15 @@ pub(crate) struct LawnCore {
     pub subs: Vec<Mutex<SubZone>>,
     /// Inodes with runs, per sub-zone (the write-back thread locks their pages).
     pub handles: Vec<Mutex<HashMap<Ino, Weak<Inode>>>>,
-    /// Valid runs in the whole zone (lets paths skip the zone when it is empty).
-    pub valid: AtomicU64,
+    /// False only when no sub-zone holds a run (lets reads and block frees skip the
+    /// zone). Set by a writer under its sub-zone lock before its run exists; cleared
+    /// under every sub-zone lock once all are empty. A flag rather than a count: a
+    /// count is written by the writer and the write-back thread on every run, and
+    /// its cache line would bounce between them.
+    pub may_hold: CachePadded<AtomicBool>,
     pub counters: Counters,
+    /// Per sub-zone: where its page table lies (see [`TableHint`]).
+    pub hints: Vec<CachePadded<TableHint>>,
     /// Inodes whose mtime changed without a log entry (persisted at unmount), and
     /// the last one added.
     pub dirty_times: Mutex<HashSet<Ino>>,
@@ -91,14 +110,23 @@ impl Lawn {
     pub fn new(geo: Geometry, subs: Vec<SubZone>) -> Lawn {
         let valid: usize = subs.iter().map(|s| s.runs()).sum();
         let n = subs.len();
+        let hints = subs
+            .iter()
+            .map(|z| {
+                let h = CachePadded::new(TableHint::default());
+                h.publish(z);
+                h
+            })
+            .collect();
 
         Lawn {
             core: Arc::new(LawnCore {
                 geo,
                 subs: subs.into_iter().map(Mutex::new).collect(),
                 handles: (0..n).map(|_| Mutex::new(HashMap::new())).collect(),
-                valid: AtomicU64::new(valid as u64),
+                may_hold: CachePadded::new(AtomicBool::new(valid > 0)),
                 counters: Counters::default(),
+                hints,
                 dirty_times: Mutex::new(HashSet::new()),
                 last_dirty: AtomicU64::new(0),
                 wake: Mutex::new(false),
@@ -152,7 +180,42 @@ fn scratch<'a>(small: &'a mut [u8; SMALL_BUF], big: &'a mut Vec<u8>, n: usize) -
     }
 }
 
+impl TableHint {
+    /// Publishes where `z`'s page table lies now (a store only when it moved).
+    fn publish(&self, z: &SubZone) {
+        let (base, mask) = z.table_hint();
+        if self.base.load(Ordering::Relaxed) != base {
+            self.base.store(base, Ordering::Relaxed);
+            self.mask.store(mask, Ordering::Relaxed);
+        }
+    }
+}
+
 impl LawnCore {
+    /// Starts loading the sub-zone page-table entry of (ino, page `pgoff`) into the
+    /// CPU cache, without a lock (see [`TableHint`]).
+    #[inline]
+    pub fn prefetch(&self, ino: Ino, pgoff: u64) {
+        if let Some(h) = self.hints.get(self.sub_of(ino)) {
+            let (base, mask) = (
+                h.base.load(Ordering::Relaxed),
+                h.mask.load(Ordering::Relaxed),
+            );
+            if let Some(a) = SubZone::table_entry_addr(base, mask, ino, pgoff) {
+                crate::index::prefetch_addr(a);
+            }
+        }
+    }
+
+    /// Clears `may_hold` if no sub-zone holds a run (under every sub-zone lock, so
+    /// no writer can be recording a run meanwhile).
+    fn clear_if_empty(&self) {
+        let guards: Vec<_> = self.subs.iter().map(|z| z.lock()).collect();
+        if guards.iter().all(|z| z.runs() == 0) {
+            self.may_hold.store(false, Ordering::Release);
+        }
+    }
+
     pub fn sub_of(&self, ino: Ino) -> usize {
         self.geo.ino_cpu(ino) as usize
     }
@@ -170,7 +233,7 @@ impl LawnCore {
     /// Copies the zone slices of page `pgoff` (stored in `block`) that fall into
     /// `[lo, lo + out.len())` of the file over `out`.
     pub fn overlay(&self, pm: &Pm, ino: Ino, pgoff: u64, block: u64, lo: u64, out: &mut [u8]) {
-        if self.valid.load(Ordering::Acquire) == 0 || self.subs.is_empty() {
+        if !self.may_hold.load(Ordering::Acquire) || self.subs.is_empty() {
             return;
         }
         let s = self.slot_size();
@@ -201,7 +264,7 @@ impl LawnCore {
 
     /// Whether page `pgoff` of `ino` has zone slices.
     pub fn has_page(&self, ino: Ino, pgoff: u64) -> bool {
-        self.valid.load(Ordering::Acquire) != 0
+        self.may_hold.load(Ordering::Acquire)
             && !self.subs.is_empty()
             && self.subs[self.sub_of(ino)].lock().has_page(ino, pgoff)
     }
@@ -210,7 +273,7 @@ impl LawnCore {
     /// one of them, so that a block reused later can never match a stale descriptor.
     /// The caller has committed the entries that unmapped the blocks.
     pub fn before_free(&self, pm: &Pm, freed: &[Run]) {
-        if self.valid.load(Ordering::Acquire) == 0 || freed.is_empty() {
+        if !self.may_hold.load(Ordering::Acquire) || freed.is_empty() {
             return;
         }
         for sub in &self.subs {
@@ -244,9 +307,7 @@ impl LawnCore {
             // blocks (and these slots) can be reused.
             pm.fence();
             for r in gone {
-                if z.remove(r.desc.ino, r.desc.pgoff, r.desc.first).is_some() {
-                    self.valid.fetch_sub(1, Ordering::AcqRel);
-                }
+                z.remove(r.desc.ino, r.desc.pgoff, r.desc.first);
             }
         }
     }
@@ -289,7 +350,6 @@ impl LawnCore {
     fn forget(&self, z: &mut SubZone, runs: &[RunInfo]) {
         for r in runs {
             if z.remove(r.desc.ino, r.desc.pgoff, r.desc.first).is_some() {
-                self.valid.fetch_sub(1, Ordering::AcqRel);
                 self.counters.writebacks.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -407,7 +467,9 @@ impl Fs {
         }
         let core = &*self.lawn.core;
         // Repeated small writes to one file skip the shared set.
-        if core.last_dirty.swap(inode.ino, Ordering::AcqRel) != inode.ino {
+        if core.last_dirty.load(Ordering::Relaxed) != inode.ino
+            && core.last_dirty.swap(inode.ino, Ordering::AcqRel) != inode.ino
+        {
             core.dirty_times.lock().insert(inode.ino);
         }
         Ok(Some(data.len()))
@@ -468,17 +530,25 @@ impl Fs {
                     let Some(slot) = slot else {
                         return false;
                     };
+                    // The descriptor's line is a miss too: start loading it now, so
+                    // that it arrives while the slice is written and fenced.
+                    pm.prefetch(core.geo.desc_off(slot));
+                    if !core.may_hold.load(Ordering::Relaxed) {
+                        core.may_hold.store(true, Ordering::Release);
+                    }
                     if !desc.encodable() || !z.insert(slot, desc, true) {
                         z.release(slot, k);
                         return false;
                     }
-                    core.valid.fetch_add(1, Ordering::AcqRel);
+                    core.hints[sub].publish(&z);
                     (None, Some(slot))
                 }
             }
         };
         if let Some(r) = file_run {
             // The newest copy is in the zone: write the file in place.
+            let d = core.geo.desc_off(r.slot);
+            pm.prefetch(d);
             let lo = r.desc.first as u64 * s;
             let mut small = [0u8; SMALL_BUF];
             let mut big = Vec::new();
@@ -493,19 +563,12 @@ impl Fs {
             // Fence: the file copy is durable before the descriptor that names the
             // zone copy as newest is cleared (Algorithm 1, line 9).
             pm.fence();
-            let d = core.geo.desc_off(r.slot);
             pm.store_u128(d, 0);
             pm.flush(d, 16);
             // Fence: the clear is durable before the write returns and before the
             // slots can be reused (line 11).
             pm.fence();
-            if core.subs[sub]
-                .lock()
-                .remove(ino, pg, r.desc.first)
-                .is_some()
-            {
-                core.valid.fetch_sub(1, Ordering::AcqRel);
-            }
+            core.subs[sub].lock().remove(ino, pg, r.desc.first);
             core.counters.file_writes.fetch_add(1, Ordering::Relaxed);
             return true;
         }
@@ -555,9 +618,11 @@ impl Fs {
     /// (contents do not change). Returns the runs written back.
     pub fn lawn_writeback(&self) -> u64 {
         let core = &*self.lawn.core;
-        (0..core.subs.len())
+        let n = (0..core.subs.len())
             .map(|i| core.writeback_sub(&self.pm, i, u64::MAX, 64))
-            .sum()
+            .sum();
+        core.clear_if_empty();
+        n
     }
 
     /// Registers the inodes that own recovered runs with the write-back thread.

@@ -54,6 +54,18 @@ impl<V: Default> PageTable<V> {
         }
     }
 
+    /// Where the entries lie and the index mask, for [`PageTable::entry_addr`].
+    pub fn hint(&self) -> (usize, usize) {
+        (self.slots.as_ptr() as usize, self.mask())
+    }
+
+    /// Address of the home entry of (ino, pgoff) in a table that lay at `hint`
+    /// (for a prefetch: it may be stale).
+    pub fn entry_addr(base: usize, mask: usize, ino: Ino, pgoff: u64) -> Option<usize> {
+        let k = pack(ino, pgoff)?;
+        (base != 0).then(|| base + home(k, mask) * std::mem::size_of::<Slot<V>>())
+    }
+
     fn mask(&self) -> usize {
         self.slots.len() - 1
     }

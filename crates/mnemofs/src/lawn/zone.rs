@@ -181,6 +181,16 @@ impl SubZone {
         }
     }
 
+    /// Where the page table lies (see `LawnCore::prefetch`).
+    pub fn table_hint(&self) -> (usize, usize) {
+        self.pages.hint()
+    }
+
+    /// Address of the page-table entry of (ino, pgoff) for a table hint.
+    pub fn table_entry_addr(base: usize, mask: usize, ino: Ino, pgoff: u64) -> Option<usize> {
+        PageTable::<PageRuns>::entry_addr(base, mask, ino, pgoff)
+    }
+
     pub fn free_slots(&self) -> u64 {
         self.free
     }
