@@ -98,7 +98,9 @@ impl Fs {
         // As in writes: start the lock word's and the index entry's misses together.
         inode.index.prefetch(offset / BLOCK);
         inode.data.prefetch(offset);
-        if self.opts.small_write == SmallWriteMode::Lawn {
+        if self.opts.small_write == SmallWriteMode::Lawn
+            && self.lawn.core.may_hold.load(Ordering::Relaxed)
+        {
             self.lawn.core.prefetch(inode.ino, offset / BLOCK);
         }
         let _r = inode.data.read(offset, end_req);

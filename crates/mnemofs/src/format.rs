@@ -309,6 +309,16 @@ impl Geometry {
         ((ino - 1) % self.cpus as u64) as u32
     }
 
+    /// The LAWN sub-zone that holds the slices of page `pgoff` of inode `ino`
+    /// (docs/FORMAT.md §2.9): a hash of the page, so that one file's pages spread
+    /// over every sub-zone (one writer can use the whole zone, and writers of one
+    /// shared file do not all meet in one sub-zone), while each page has exactly one.
+    pub fn lawn_sub(&self, ino: u64, pgoff: u64) -> u32 {
+        let k = (ino << 32) ^ pgoff;
+        let h = k.wrapping_mul(0xd6e8_feb8_6659_fd93) >> 32;
+        ((h * self.cpus as u64) >> 32) as u32
+    }
+
     pub fn valid_ino(&self, ino: u64) -> bool {
         ino >= 1 && ino <= self.inode_count
     }
@@ -806,6 +816,26 @@ mod tests {
             assert!(Geometry::compute_zoned(64 << 20, 2, 0, MIN_SIZE, z(3, bad)).is_err());
         }
         assert!(Geometry::compute_zoned(64 << 20, 2, 0, MIN_SIZE, z(51, 64)).is_err());
+    }
+
+    #[test]
+    fn lawn_sub_zones_follow_format_md_and_spread_one_file() {
+        let g = Geometry::compute(1 << 30, 4, 0).unwrap();
+        // The formula of docs/FORMAT.md §2.9, spelled out.
+        let f = |ino: u64, p: u64| {
+            let h = ((ino << 32) ^ p).wrapping_mul(0xD6E8_FEB8_6659_FD93) >> 32;
+            (h * 4) >> 32
+        };
+        let mut per = [0u64; 4];
+        for p in 0..4000u64 {
+            let s = g.lawn_sub(7, p);
+            assert_eq!(s as u64, f(7, p));
+            per[s as usize] += 1;
+        }
+        // One file's pages land in every sub-zone, about evenly.
+        assert!(per.iter().all(|&n| (800..1200).contains(&n)), "{per:?}");
+        let g1 = Geometry::compute(1 << 30, 1, 0).unwrap();
+        assert!((0..100).all(|p| g1.lawn_sub(3, p) == 0));
     }
 
     #[test]

@@ -221,7 +221,7 @@ fn a_full_zone_falls_back_to_page_cow_and_write_back_frees_it() {
         files.write(&fs, b"big", i * 2048 + 7, &b);
     }
     let st = fs.stats();
-    // One file: one sub-zone, full; the rest of the writes took page CoW.
+    // The zone is full; the rest of the writes took page CoW.
     assert!(st.small_write_fallbacks > 0, "{st:?}");
     assert!(st.lawn_zone_writes > 0 && st.lawn_slots_used > 0, "{st:?}");
     files.check(&fs, "full zone");
@@ -351,4 +351,65 @@ fn counters_of_a_128_byte_write_are_exact_in_every_mode() {
         assert_eq!(b, [1 + want.len() as u8; 128]);
         fs.unmount().unwrap();
     }
+}
+
+#[test]
+fn a_run_in_another_sub_zone_than_its_page_is_written_back_at_mount() {
+    // Builds before the page-hashed placement kept a file's runs in its inode's
+    // CPU's sub-zone. Move a run to the other sub-zone by hand (slots and
+    // descriptor): mount must write it back to its page, not lose it.
+    let img = image(16 << 20, 3, 64);
+    let mut rng = StdRng::seed_from_u64(11);
+    let mut files = Files::default();
+    let fs = mount(&img, SmallWriteMode::Lawn, false);
+    fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
+    files.data.insert(b"f".to_vec(), Vec::new());
+    let b = bytes(&mut rng, 2 * 4096);
+    files.write(&fs, b"f", 0, &b);
+    let b = bytes(&mut rng, 128);
+    files.write(&fs, b"f", 4096 + 256, &b);
+    assert_eq!(fs.stats().lawn_zone_writes, 1);
+    let geo = *fs.geometry();
+    fs.unmount().unwrap();
+
+    let pm = pm::Pm::open(&img.path, false).unwrap();
+    let per = geo.zone_slots / geo.cpus as u64;
+    let mut found = Vec::new();
+    for i in 0..geo.zone_slots {
+        let mut d = [0u8; 16];
+        pm.read(geo.desc_off(i), &mut d);
+        if d != [0u8; 16] {
+            found.push((i, d));
+        }
+    }
+    assert_eq!(found.len(), 1, "one run in the zone");
+    let (at, d) = found[0];
+    let to = ((at / per + 1) % geo.cpus as u64) * per + 10;
+    let mut slots = vec![0u8; 2 * geo.slot_size as usize];
+    pm.read(geo.slot_off(at), &mut slots);
+    assert_eq!(slots[..128], b[..], "the run holds the slices");
+    pm.write(geo.slot_off(to), &slots);
+    pm.write(geo.desc_off(to), &d);
+    pm.write(geo.desc_off(at), &[0u8; 16]);
+    pm.persist(geo.slot_off(to), slots.len() as u64);
+    pm.persist(geo.desc_off(at), 16);
+    pm.persist(geo.desc_off(to), 16);
+    drop(pm);
+
+    // Not a problem for fsck (mount moves it home), and every byte is back.
+    let r = mnemofs::fsck(&img.path).unwrap();
+    assert!(r.is_clean(), "{:?}", r.problems);
+    let fs = mount(&img, SmallWriteMode::Lawn, false);
+    assert_eq!(fs.stats().lawn_slots_used, 0, "written back, not kept");
+    files.check(&fs, "after mount");
+    fs.unmount().unwrap();
+    // Its descriptor is clear and the bytes are in the page itself.
+    let pm = pm::Pm::open(&img.path, false).unwrap();
+    let mut d = [0u8; 16];
+    pm.read(geo.desc_off(to), &mut d);
+    assert_eq!(d, [0u8; 16]);
+    drop(pm);
+    let fs = mount(&img, SmallWriteMode::Cow, false);
+    files.check(&fs, "cow mount");
+    fs.unmount().unwrap();
 }

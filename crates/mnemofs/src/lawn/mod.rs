@@ -79,8 +79,8 @@ pub(crate) struct TableHint {
 pub(crate) struct LawnCore {
     pub geo: Geometry,
     pub subs: Vec<Mutex<SubZone>>,
-    /// Inodes with runs, per sub-zone (the write-back thread locks their pages).
-    pub handles: Vec<Mutex<HashMap<Ino, Weak<Inode>>>>,
+    /// Inodes that may have runs (the write-back thread locks their pages).
+    pub handles: Mutex<HashMap<Ino, Weak<Inode>>>,
     /// False only when no sub-zone holds a run (lets reads and block frees skip the
     /// zone). Set by a writer under its sub-zone lock before its run exists; cleared
     /// under every sub-zone lock once all are empty. A flag rather than a count: a
@@ -109,7 +109,6 @@ impl Lawn {
     /// The zone with the runs recovered from the descriptor table.
     pub fn new(geo: Geometry, subs: Vec<SubZone>) -> Lawn {
         let valid: usize = subs.iter().map(|s| s.runs()).sum();
-        let n = subs.len();
         let hints = subs
             .iter()
             .map(|z| {
@@ -123,7 +122,7 @@ impl Lawn {
             core: Arc::new(LawnCore {
                 geo,
                 subs: subs.into_iter().map(Mutex::new).collect(),
-                handles: (0..n).map(|_| Mutex::new(HashMap::new())).collect(),
+                handles: Mutex::new(HashMap::new()),
                 may_hold: CachePadded::new(AtomicBool::new(valid > 0)),
                 counters: Counters::default(),
                 hints,
@@ -196,7 +195,7 @@ impl LawnCore {
     /// CPU cache, without a lock (see [`TableHint`]).
     #[inline]
     pub fn prefetch(&self, ino: Ino, pgoff: u64) {
-        if let Some(h) = self.hints.get(self.sub_of(ino)) {
+        if let Some(h) = self.hints.get(self.sub_of(ino, pgoff)) {
             let (base, mask) = (
                 h.base.load(Ordering::Relaxed),
                 h.mask.load(Ordering::Relaxed),
@@ -216,8 +215,10 @@ impl LawnCore {
         }
     }
 
-    pub fn sub_of(&self, ino: Ino) -> usize {
-        self.geo.ino_cpu(ino) as usize
+    /// The sub-zone of page `pgoff` of `ino` (docs/FORMAT.md §2.9).
+    #[inline]
+    pub fn sub_of(&self, ino: Ino, pgoff: u64) -> usize {
+        self.geo.lawn_sub(ino, pgoff) as usize
     }
 
     fn slot_size(&self) -> u64 {
@@ -244,7 +245,9 @@ impl LawnCore {
         let s0 = ((lo.max(pgoff * BLOCK) - pgoff * BLOCK) / s) as u32;
         let s1 = ((hi.min((pgoff + 1) * BLOCK) - 1 - pgoff * BLOCK) / s) as u32;
         // LRU: a read counts as a use (the sub-zone lock is held for this line only).
-        let runs = self.subs[self.sub_of(ino)].lock().touch(ino, pgoff, s0, s1);
+        let runs = self.subs[self.sub_of(ino, pgoff)]
+            .lock()
+            .touch(ino, pgoff, s0, s1);
         for r in runs {
             if r.desc.block != block {
                 continue;
@@ -266,7 +269,9 @@ impl LawnCore {
     pub fn has_page(&self, ino: Ino, pgoff: u64) -> bool {
         self.may_hold.load(Ordering::Acquire)
             && !self.subs.is_empty()
-            && self.subs[self.sub_of(ino)].lock().has_page(ino, pgoff)
+            && self.subs[self.sub_of(ino, pgoff)]
+                .lock()
+                .has_page(ino, pgoff)
     }
 
     /// Before data blocks are freed: clears (persisted) every descriptor that shadows
@@ -373,10 +378,7 @@ impl LawnCore {
             }
             let mut progress = false;
             for v in victims {
-                let inode = self.handles[sub]
-                    .lock()
-                    .get(&v.desc.ino)
-                    .and_then(Weak::upgrade);
+                let inode = self.handles.lock().get(&v.desc.ino).and_then(Weak::upgrade);
                 // (A dead inode's number may already name a newer inode.)
                 let Some(inode) = inode.filter(|i| !i.index.dead()) else {
                     continue;
@@ -487,7 +489,7 @@ impl Fs {
         let in_pg = off % BLOCK;
         let s0 = (in_pg / s) as u32;
         let s1 = ((in_pg + data.len() as u64 - 1) / s) as u32;
-        let sub = core.sub_of(ino);
+        let sub = core.sub_of(ino, pg);
         let pm = &*self.pm;
         let k = (s1 - s0 + 1) as u64;
         let desc = Desc {
@@ -502,10 +504,8 @@ impl Fs {
         // before a run of it can exist, so the thread never locks the page of an
         // older inode that had this number while this write is under way.
         if !inode.lawn_registered.load(Ordering::Acquire) {
-            if let Some(h) = core.handles.get(sub) {
-                h.lock().insert(ino, Arc::downgrade(inode));
-                inode.lawn_registered.store(true, Ordering::Release);
-            }
+            core.handles.lock().insert(ino, Arc::downgrade(inode));
+            inode.lawn_registered.store(true, Ordering::Release);
         }
         // Decide, and for a zone write reserve the slots and record the run, under
         // the sub-zone lock; the PM work runs without it. The caller's lock on the
@@ -628,9 +628,13 @@ impl Fs {
     /// Registers the inodes that own recovered runs with the write-back thread.
     pub(crate) fn lawn_register_recovered(&self) {
         let core = &*self.lawn.core;
-        for (i, sub) in core.subs.iter().enumerate() {
-            let inos: HashSet<Ino> = sub.lock().inodes().collect();
-            let mut h = core.handles[i].lock();
+        let inos: HashSet<Ino> = core
+            .subs
+            .iter()
+            .flat_map(|z| z.lock().inodes().collect::<Vec<_>>())
+            .collect();
+        {
+            let mut h = core.handles.lock();
             for ino in inos {
                 if let Ok(inode) = self.get(ino) {
                     h.insert(ino, Arc::downgrade(&inode));

@@ -6,6 +6,10 @@
 //! and reports what a correct engine can never leave: descriptors that do not decode,
 //! name impossible slots, overlap another run, or shadow a block that now holds
 //! another page (a block reused while a descriptor still named it).
+//!
+//! A valid, current run in a sub-zone other than its page's (`Geometry::lawn_sub`) was
+//! written by a build that placed runs by the inode's CPU: mount writes it back to its
+//! page (slots into the file, fence) before clearing it, so no byte is lost.
 
 use super::descriptor::{decode, Decoded, Desc};
 use super::zone::SubZone;
@@ -35,6 +39,7 @@ pub(crate) fn scan(
     };
     let mut clear: Vec<u64> = Vec::new();
     let mut stale: Vec<(u64, Desc)> = Vec::new();
+    let mut misplaced: Vec<(u64, Desc)> = Vec::new();
     let per_block = BLOCK / DESC_SIZE;
     let mut buf = vec![0u8; BLOCK as usize];
     let mut slot = 0u64;
@@ -63,7 +68,6 @@ pub(crate) fn scan(
                 Decoded::Valid(d) => {
                     let sub = (at / per.max(1)) as usize;
                     let shape_ok = geo.valid_ino(d.ino)
-                        && geo.ino_cpu(d.ino) as usize == sub
                         && (d.first + d.count) as u64 <= geo.slices_per_page()
                         && at % per.max(1) + d.count as u64 <= per;
                     if !shape_ok {
@@ -83,6 +87,9 @@ pub(crate) fn scan(
                     });
                     if !current {
                         stale.push((at, d));
+                        clear.push(at);
+                    } else if geo.lawn_sub(d.ino, d.pgoff) as usize != sub {
+                        misplaced.push((at, d));
                         clear.push(at);
                     } else if !subs[sub].insert(at, d, false) {
                         if mode == Mode::Fsck {
@@ -114,6 +121,18 @@ pub(crate) fn scan(
                 ));
             }
         }
+    }
+    if mode == Mode::Mount && !misplaced.is_empty() {
+        let s = geo.slot_size as u64;
+        let mut buf = vec![0u8; BLOCK as usize];
+        for &(at, d) in &misplaced {
+            let b = &mut buf[..(d.count as u64 * s) as usize];
+            pm.read(geo.slot_off(at), b);
+            pm.write_nt(d.block * BLOCK + d.first as u64 * s, b);
+        }
+        // Fence: the misplaced runs' slices are in their pages before their
+        // descriptors are cleared below.
+        pm.fence();
     }
     if mode == Mode::Mount && !clear.is_empty() {
         for &at in &clear {
