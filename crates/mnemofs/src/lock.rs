@@ -44,6 +44,14 @@ pub(crate) enum RangeGuard<'a> {
         last: u64,
         write: bool,
     },
+    /// One segment (the common case: a request within one page): its word, found
+    /// once at lock time, so unlocking does not walk the radix tree again.
+    Segment1 {
+        word: &'a AtomicU32,
+        whole: &'a BigReaderLock,
+        slot: usize,
+        write: bool,
+    },
     Whole(&'a BigReaderLock),
 }
 
@@ -64,6 +72,19 @@ impl Drop for RangeGuard<'_> {
                     words.unlock_write(*first, *last);
                 } else {
                     words.unlock_read(*first, *last);
+                }
+                whole.unlock_read(*slot);
+            }
+            RangeGuard::Segment1 {
+                word,
+                whole,
+                slot,
+                write,
+            } => {
+                if *write {
+                    segment::unlock_write(*word);
+                } else {
+                    segment::unlock_read(*word);
                 }
                 whole.unlock_read(*slot);
             }
@@ -118,6 +139,16 @@ impl FileLock {
                 }
                 let slot = whole.lock_read();
                 let (first, last) = words.segments(s, e);
+                if first == last {
+                    let word = words.word(first);
+                    segment::lock_span(|_| word, first, first, write);
+                    return RangeGuard::Segment1 {
+                        word,
+                        whole,
+                        slot,
+                        write,
+                    };
+                }
                 if write {
                     words.lock_write(first, last);
                 } else {

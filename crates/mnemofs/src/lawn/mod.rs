@@ -96,6 +96,10 @@ pub(crate) struct LawnCore {
     pub last_dirty: AtomicU64,
     pub wake: Mutex<bool>,
     pub wake_cv: Condvar,
+    /// A writer has woken the write-back thread and it has not started its pass
+    /// yet: later writers that find their sub-zone low need not wake it again
+    /// (a wake-up is a mutex and, when the thread sleeps, a futex call).
+    pub kicked: CachePadded<AtomicBool>,
     pub stop: AtomicBool,
 }
 
@@ -130,6 +134,7 @@ impl Lawn {
                 last_dirty: AtomicU64::new(0),
                 wake: Mutex::new(false),
                 wake_cv: Condvar::new(),
+                kicked: CachePadded::new(AtomicBool::new(false)),
                 stop: AtomicBool::new(false),
             }),
             thread: Mutex::new(None),
@@ -524,7 +529,10 @@ impl Fs {
                         core.writeback_locked(pm, &mut z, &v);
                     }
                     let slot = z.alloc(k);
-                    if z.free_slots() * 100 < z.nslots * LOW_WATER_PCT {
+                    if z.free_slots() * 100 < z.nslots * LOW_WATER_PCT
+                        && !core.kicked.load(Ordering::Relaxed)
+                        && !core.kicked.swap(true, Ordering::AcqRel)
+                    {
                         core.kick();
                     }
                     let Some(slot) = slot else {

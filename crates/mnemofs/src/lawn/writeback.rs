@@ -24,6 +24,9 @@ pub(crate) fn run(core: &LawnCore, pm: &Pm) {
             }
             *w = false;
         }
+        // From here on, a writer that finds its sub-zone low wakes the thread again
+        // (the pass below may already be too late for it).
+        core.kicked.store(false, Ordering::Release);
         if core.stop.load(Ordering::Acquire) {
             return;
         }

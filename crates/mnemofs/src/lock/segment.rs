@@ -301,7 +301,8 @@ impl SegmentLock {
         (first, last)
     }
 
-    fn word(&self, seg: u64) -> &AtomicU32 {
+    /// Segment `seg`'s lock word (allocated on first use).
+    pub(crate) fn word(&self, seg: u64) -> &AtomicU32 {
         let chunk_ix = seg >> CHUNK_BITS;
         let mut slot = &self.root;
         for level in (0..LEVELS).rev() {
