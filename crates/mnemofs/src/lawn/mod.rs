@@ -188,7 +188,8 @@ impl TableHint {
     /// Publishes where `z`'s page table lies now (a store only when it moved).
     fn publish(&self, z: &SubZone) {
         let (base, mask) = z.table_hint();
-        if self.base.load(Ordering::Relaxed) != base {
+        // (Both: a grown table may be allocated where an older one was freed.)
+        if self.base.load(Ordering::Relaxed) != base || self.mask.load(Ordering::Relaxed) != mask {
             self.base.store(base, Ordering::Relaxed);
             self.mask.store(mask, Ordering::Relaxed);
         }
