@@ -233,7 +233,8 @@ impl Fs {
         if opts.small_write == SmallWriteMode::Lawn {
             // The zone and its descriptor table are written at random all the time:
             // map their pages in now rather than take a page fault (and, on /dev/shm,
-            // a zero-fill) on the first write to each.
+            // a zero-fill) on the first write to each. On /dev/shm this allocates the
+            // zone's memory at mount rather than as it is first written.
             pm.populate(geo.desc_off(0), geo.zone_slots * crate::format::DESC_SIZE);
             pm.populate(geo.slot_off(0), geo.zone_slots * geo.slot_size as u64);
         }

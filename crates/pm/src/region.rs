@@ -413,7 +413,11 @@ impl Pm {
         if len == 0 {
             return;
         }
-        let page = 4096u64;
+        // SAFETY: sysconf has no preconditions.
+        let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+            p if p > 0 => p as u64,
+            _ => 4096,
+        };
         let start = off / page * page;
         let end = off.saturating_add(len).min(self.len);
         let p = self.ptr(start, end - start);

@@ -1,6 +1,7 @@
 //! LAWN: logless alternate writing for sub-page writes (papers/lawn §4; DESIGN.md §2,
 //! §3). The zone and its descriptor table are on PM (docs/FORMAT.md); the DRAM side
-//! of each per-CPU sub-zone is in [`zone`], the 16-byte descriptors in
+//! of each sub-zone (one per CPU; a page's runs live in the one its (inode, page)
+//! hashes to) is in [`zone`], the 16-byte descriptors in
 //! [`descriptor`], the background write-back in [`writeback`], the mount-time scan
 //! in [`recover`].
 //!
@@ -54,8 +55,9 @@ pub(crate) const LOW_WATER_PCT: u64 = 10;
 pub(crate) const HIGH_WATER_PCT: u64 = 20;
 
 /// Counters of the small-write paths (exact; reported in `FsStats`). Each on its
-/// own cache line: the write-back thread bumps `writebacks` while a writer bumps
-/// the others, and a shared line would bounce between them on every write.
+/// own cache line: the write-back thread bumps `writebacks` (writers too, when they
+/// write back a partly overlapped run) while a writer bumps the others, and a shared
+/// line would bounce between them on every write.
 #[derive(Default)]
 pub(crate) struct Counters {
     pub zone_writes: CachePadded<AtomicU64>,
@@ -366,7 +368,7 @@ impl LawnCore {
         }
     }
 
-    /// Writes back every run of `ino`'s sub-zone whose page can be locked (used by
+    /// Writes back every run of sub-zone `sub` whose page can be locked (used by
     /// the thread and by [`Fs::lawn_writeback`]); `until_free` stops once that many
     /// slots are free in the sub-zone. Returns the runs written back.
     pub fn writeback_sub(&self, pm: &Pm, sub: usize, until_free: u64, batch: usize) -> u64 {
