@@ -200,17 +200,9 @@ impl Drop for PageIndex {
 }
 
 /// Hints the CPU to load the cache line holding `*p` (no architectural effect).
+#[inline]
 pub(crate) fn prefetch<T>(p: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: PREFETCHT0 (SSE, part of the x86-64 baseline) is only a hint: it never
-    // faults and changes no memory; `p` is a valid reference anyway.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-            p as *const T as *const i8,
-        )
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
+    prefetch_addr(p as *const T as usize);
 }
 
 /// Prefetches the cache line at address `a`, which may be stale (memory since freed

@@ -644,12 +644,10 @@ impl Fs {
             .iter()
             .flat_map(|z| z.lock().inodes().collect::<Vec<_>>())
             .collect();
-        {
-            let mut h = core.handles.lock();
-            for ino in inos {
-                if let Ok(inode) = self.get(ino) {
-                    h.insert(ino, Arc::downgrade(&inode));
-                }
+        let mut h = core.handles.lock();
+        for ino in inos {
+            if let Ok(inode) = self.get(ino) {
+                h.insert(ino, Arc::downgrade(&inode));
             }
         }
     }
