@@ -47,8 +47,9 @@ pub struct CrashtestArgs {
     /// sub-page writes to the workloads
     #[arg(long = "small-write", value_name = "W", default_value = "cow")]
     pub small_write: String,
-    /// Model 16-byte atomic stores as two 8-byte stores that a crash can tear
-    /// (low-first or high-first) instead of atomic ones (no)
+    /// Model aligned 16-byte stores (atomic or non-temporal, e.g. LAWN descriptors)
+    /// as two 8-byte stores that a crash can tear (low-first or high-first) instead
+    /// of whole ones (no)
     #[arg(long = "tear-16", value_name = "ORDER", default_value = "no")]
     pub tear_16: String,
     /// Do not also crash inside recovery

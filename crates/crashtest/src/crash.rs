@@ -7,9 +7,10 @@
 //! written back whole, with whatever it held at that moment). Stores are split at line
 //! boundaries, so a multi-line write can tear at any line; aligned 8-byte and 16-byte
 //! atomic stores never cross a line, so they never tear — unless the tracker is told
-//! to tear 16-byte stores ([`Tear16`]): then each is two 8-byte stores in the order
-//! given, so a crash can persist the first half without the second. That checks
-//! that the format does not rely on 16-byte failure atomicity (LAWN descriptors).
+//! to tear 16-byte stores ([`Tear16`]): then each aligned 16-byte atomic or
+//! non-temporal store is two 8-byte stores in the order given, so a crash can
+//! persist the first half without the second. That checks that the format does not
+//! rely on 16-byte failure atomicity (LAWN descriptors, stored non-temporally).
 //!
 //! Fences are per thread (traces say which thread issued each event): a fence
 //! guarantees the stores whose line *that thread* flushed (or that it stored
@@ -32,10 +33,10 @@ struct Pend {
     flushed: u64,
 }
 
-/// How 16-byte atomic stores are modeled.
+/// How aligned 16-byte stores (atomic or non-temporal) are modeled.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Tear16 {
-    /// Atomic: never torn (cmpxchg16b within one cache line).
+    /// Never torn (a 16-byte store within one cache line).
     #[default]
     No,
     /// Two 8-byte stores, low half (bytes 0..8) first.
@@ -90,9 +91,10 @@ impl Tracker {
     pub fn apply(&mut self, e: &Event) {
         match e {
             Event::Store { off, data, kind }
-                if *kind == StoreKind::Atomic16
+                if matches!(kind, StoreKind::Atomic16 | StoreKind::NonTemporal)
                     && self.tear16 != Tear16::No
-                    && data.len() == 16 =>
+                    && data.len() == 16
+                    && off % 16 == 0 =>
             {
                 let halves = [(*off, &data[..8]), (*off + 8, &data[8..])];
                 let order = if self.tear16 == Tear16::LowFirst {
@@ -100,12 +102,17 @@ impl Tracker {
                 } else {
                     [halves[1], halves[0]]
                 };
+                let nt = if *kind == StoreKind::NonTemporal {
+                    self.cur
+                } else {
+                    0
+                };
                 let line = off & !(LINE - 1);
                 for (o, d) in order {
                     self.pending.entry(line).or_default().push(Pend {
                         off: o,
                         data: d.to_vec(),
-                        flushed: 0,
+                        flushed: nt,
                     });
                 }
             }
@@ -330,14 +337,21 @@ mod tests {
 
     #[test]
     fn a_torn_16_byte_store_can_persist_one_half() {
-        for (tear, first) in [(Tear16::LowFirst, 0usize), (Tear16::HighFirst, 8)] {
-            let mut t = Tracker::with_tear16(vec![0; 64], tear);
-            t.apply(&store(16, &[9; 16], StoreKind::Atomic16));
-            let f = t.in_flight();
-            assert_eq!(f.lines(), 1);
-            let img = f.build(t.durable(), &[1]);
-            assert_eq!(img[16 + first], 9);
-            assert_eq!(img[16 + (8 - first)], 0);
+        for kind in [StoreKind::Atomic16, StoreKind::NonTemporal] {
+            for (tear, first) in [(Tear16::LowFirst, 0usize), (Tear16::HighFirst, 8)] {
+                let mut t = Tracker::with_tear16(vec![0; 64], tear);
+                t.apply(&store(16, &[9; 16], kind));
+                let f = t.in_flight();
+                assert_eq!(f.lines(), 1);
+                let img = f.build(t.durable(), &[1]);
+                assert_eq!(img[16 + first], 9);
+                assert_eq!(img[16 + (8 - first)], 0);
+                // A fence makes a non-temporal store durable whole, torn or not.
+                if kind == StoreKind::NonTemporal {
+                    t.apply(&Event::Fence);
+                    assert_eq!(&t.durable()[16..32], &[9; 16]);
+                }
+            }
         }
         // Not torn by default.
         let mut t = Tracker::new(vec![0; 64]);

@@ -6,9 +6,11 @@
 //! - `page-cow` (NOVA): read the old 4 KiB page, 4 KiB non-temporal copy to a new
 //!   block, a 64 B log entry flushed, fence, the 8 B log tail flushed, fence.
 //! - `lawn-zone` (LAWN, slice to the zone): 128 B non-temporal into zone slots, fence,
-//!   16 B descriptor (cmpxchg16b) flushed, fence; `lawn-file`: the same with the 128 B
+//!   16 B descriptor (16-byte atomic store) flushed, fence; `lawn-file`: the same with the 128 B
 //!   going to a random place of the file (the slice goes back); `-clwb`: the 128 B
-//!   stored through the cache and written back with clwb instead.
+//!   stored through the cache and written back with clwb instead; `-pf`: the
+//!   descriptor's line prefetched first; `-nt`: the descriptor stored non-temporally
+//!   (`movntdq`, no flush) instead, as mnemofs does.
 //! - `finelog`: 128 B data + 64 B header redo record flushed, fence, 128 B in place
 //!   flushed, fence, 8 B retire flushed, fence.
 //!
@@ -52,6 +54,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "lawn-file-clwb",
             "lawn-zone-pf",
             "lawn-file-pf",
+            "lawn-zone-nt",
+            "lawn-file-nt",
             "finelog",
         ] {
             let mut seed = 0x9e37_79b9_7f4a_7c15u64;
@@ -75,7 +79,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         pm.fence();
                     }
                     "lawn-zone" | "lawn-zone-clwb" | "lawn-file" | "lawn-file-clwb"
-                    | "lawn-zone-pf" | "lawn-file-pf" => {
+                    | "lawn-zone-pf" | "lawn-file-pf" | "lawn-zone-nt" | "lawn-file-nt" => {
                         let slot = r % (48 * MIB / 128);
                         let at = if scheme.starts_with("lawn-zone") {
                             zone + slot * 128
@@ -93,8 +97,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                             pm.write_nt(at, &data);
                         }
                         pm.fence();
-                        pm.store_u128(d, (i as u128) << 64 | 1);
-                        pm.flush(d, 16);
+                        if scheme.ends_with("nt") {
+                            pm.store_u128_nt(d, (i as u128) << 64 | 1);
+                        } else {
+                            pm.store_u128(d, (i as u128) << 64 | 1);
+                            pm.flush(d, 16);
+                        }
                         pm.fence();
                     }
                     _ => {

@@ -53,6 +53,8 @@ pub struct Pm {
     counters: Counters,
     tracer: Option<Arc<dyn Tracer>>,
     has_cx16: bool,
+    /// AVX present: an aligned 16-byte SSE store is single-copy atomic.
+    has_avx: bool,
     /// Latency profile charged on reads and persists; `None` for `dram` (no cost,
     /// no work on the hot paths).
     profile: Option<(PmProfile, &'static SpinClock)>,
@@ -170,6 +172,7 @@ impl Pm {
             counters: Counters::new(),
             tracer: None,
             has_cx16: has_cx16(),
+            has_avx: has_avx(),
             profile: None,
             _file: file,
         }
@@ -464,13 +467,20 @@ impl Pm {
         }
     }
 
-    /// Aligned 16-byte atomic store with `lock cmpxchg16b`.
+    /// Aligned 16-byte atomic store: one `movdqa` where the CPU has AVX (Intel SDM
+    /// vol. 3A §10.1.1 and AMD APM vol. 2 §7.3.2 guarantee that an aligned 16-byte
+    /// SSE/AVX store is single-copy atomic on processors with AVX), else
+    /// `lock cmpxchg16b` (a locked read-modify-write: slower, and twice when the old
+    /// value is not zero).
     pub fn store_u128(&self, off: u64, v: u128) {
         assert_eq!(off % 16, 0, "unaligned 16-byte atomic store at {off}");
         let p = self.ptr(off, 16) as *mut u128;
         #[cfg(target_arch = "x86_64")]
         {
-            if self.has_cx16 {
+            if self.has_avx {
+                // SAFETY: `p` is 16-aligned and in bounds; AVX (hence SSE2) is present.
+                unsafe { store_u128_sse(p, v) };
+            } else if self.has_cx16 {
                 // SAFETY: `p` is 16-aligned and in bounds; cmpxchg16b is available.
                 unsafe { store_u128_cx16(p, v) };
             } else {
@@ -486,6 +496,39 @@ impl Pm {
         self.counters.add_bytes(16);
         if let Some(t) = &self.tracer {
             t.store(off, &v.to_le_bytes(), StoreKind::Atomic16);
+        }
+    }
+
+    /// Aligned 16-byte non-temporal store (`movntdq`): durable after the next fence
+    /// like [`Pm::write_nt`], without a flush, and without loading the line first —
+    /// about 60 ns less than a cached store, `clwb` and fence of a line that is in
+    /// the cache, and no read miss when it is not. **Not single-copy atomic**: no
+    /// vendor guarantees it for non-temporal stores, so a crash may persist one
+    /// 8-byte half alone; the tracer records it as a non-temporal store, which the
+    /// crash explorer tears in its 16-byte tearing modes.
+    pub fn store_u128_nt(&self, off: u64, v: u128) {
+        assert_eq!(off % 16, 0, "unaligned 16-byte store at {off}");
+        let p = self.ptr(off, 16) as *mut u128;
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{__m128i, _mm_set_epi64x, _mm_stream_si128};
+            // SAFETY: `p` is 16-aligned and in bounds (checked above); SSE2 is part of
+            // x86-64.
+            unsafe {
+                let x: __m128i = _mm_set_epi64x((v >> 64) as i64, v as i64);
+                _mm_stream_si128(p as *mut __m128i, x);
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            // SAFETY: `p` is aligned and in bounds.
+            unsafe { std::ptr::write_volatile(p, v) };
+            self.flush(off, 16);
+        }
+        self.counters.add_nt_bytes(16);
+        self.note_writeback(16);
+        if let Some(t) = &self.tracer {
+            t.store(off, &v.to_le_bytes(), StoreKind::NonTemporal);
         }
     }
 
@@ -605,6 +648,36 @@ fn has_cx16() -> bool {
 #[cfg(not(target_arch = "x86_64"))]
 fn has_cx16() -> bool {
     false
+}
+
+#[cfg(target_arch = "x86_64")]
+fn has_avx() -> bool {
+    std::arch::is_x86_feature_detected!("avx")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn has_avx() -> bool {
+    false
+}
+
+/// # Safety
+/// `p` must be 16-byte aligned, mapped and writable; the CPU must have AVX (for the
+/// atomicity of the store; SSE2 alone executes it, tearable).
+#[cfg(target_arch = "x86_64")]
+unsafe fn store_u128_sse(p: *mut u128, v: u128) {
+    use std::arch::x86_64::{__m128i, _mm_set_epi64x};
+    // SAFETY: SSE2 is part of x86-64; building a vector has no preconditions.
+    let x: __m128i = unsafe { _mm_set_epi64x((v >> 64) as i64, v as i64) };
+    // SAFETY: the caller guarantees alignment and mapping; one aligned `movdqa`
+    // store, which the assembler cannot split or elide.
+    unsafe {
+        std::arch::asm!(
+            "movdqa xmmword ptr [{p}], {x}",
+            p = in(reg) p,
+            x = in(xmm_reg) x,
+            options(nostack, preserves_flags)
+        );
+    }
 }
 
 /// # Safety
@@ -742,6 +815,48 @@ mod tests {
         assert_eq!(
             u128::from_le_bytes(b),
             0x1122_3344_5566_7788_99aa_bbcc_ddee_ff00
+        );
+    }
+
+    #[test]
+    fn sixteen_byte_stores_land_whole_and_are_traced_by_kind() {
+        let mut pm = Pm::anonymous(1 << 16).unwrap();
+        let rec = Arc::new(RecordingTracer::new());
+        pm.set_tracer(Some(rec.clone()));
+        let (a, b) = (
+            0x0102_0304_0506_0708_090a_0b0c_0d0e_0f10u128,
+            0xfedc_ba98_7654_3210_0123_4567_89ab_cdefu128,
+        );
+        let t = pm.thread_counters();
+        // Over a non-zero value too (cmpxchg16b retries then; movdqa just stores).
+        pm.store_u128(128, a);
+        pm.store_u128(128, b);
+        pm.store_u128_nt(160, a);
+        pm.store_u128_nt(160, b);
+        pm.fence();
+        let d = pm.thread_counters().since(&t);
+        assert_eq!((d.bytes_written, d.nt_bytes_written, d.flushes), (64, 32, 0));
+        for off in [128, 160] {
+            let mut got = [0u8; 16];
+            pm.read(off, &mut got);
+            assert_eq!(u128::from_le_bytes(got), b);
+        }
+        let kinds: Vec<_> = rec
+            .take()
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::Store { off, kind, .. } => Some((off, kind)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (128, StoreKind::Atomic16),
+                (128, StoreKind::Atomic16),
+                (160, StoreKind::NonTemporal),
+                (160, StoreKind::NonTemporal)
+            ]
         );
     }
 
