@@ -101,7 +101,7 @@ impl Fs {
         if self.opts.small_write == SmallWriteMode::Lawn
             && self.lawn.core.may_hold.load(Ordering::Relaxed)
         {
-            self.lawn.core.prefetch(inode.ino, offset / BLOCK);
+            self.lawn.core.prefetch(inode.ino, offset);
         }
         let _r = inode.data.read(offset, end_req);
         if inode.index.dead() {
@@ -172,7 +172,7 @@ impl Fs {
             inode.data.prefetch(off);
             // And the LAWN zone's entry for the page (a sub-page write looks it up).
             if self.opts.small_write == SmallWriteMode::Lawn && (data.len() as u64) < BLOCK {
-                self.lawn.core.prefetch(inode.ino, off / BLOCK);
+                self.lawn.core.prefetch(inode.ino, off);
             }
         }
         let _w = match offset {

@@ -324,11 +324,11 @@ fn counters_of_a_128_byte_write_are_exact_in_every_mode() {
         // Fine-log: a 64 B header + 128 B record (3 lines flushed), the data in place,
         // the 8 B retire.
         (SmallWriteMode::Finelog, &[(192 + 128 + 8, 128, 4, 3)]),
-        // LAWN: the slices into two slots, the 16 B descriptor (1 line flushed); then
-        // the slices into the file and the 16 B clear.
+        // LAWN: the slices into two slots, the 16 B descriptor (both non-temporal, no
+        // flush); then the slices into the file and the 16 B clear.
         (
             SmallWriteMode::Lawn,
-            &[(128 + 16, 128, 1, 2), (128 + 16, 128, 1, 2)],
+            &[(128 + 16, 128 + 16, 0, 2), (128 + 16, 128 + 16, 0, 2)],
         ),
     ];
     for (i, (mode, want)) in cases.iter().enumerate() {

@@ -199,10 +199,13 @@ impl TableHint {
 }
 
 impl LawnCore {
-    /// Starts loading the sub-zone page-table entry of (ino, page `pgoff`) into the
-    /// CPU cache, without a lock (see [`TableHint`]).
+    /// Starts loading, without a lock (see [`TableHint`]), the sub-zone page-table
+    /// entry of the page holding file offset `off` of `ino` into the CPU cache: the
+    /// line with its key and masks, the line with the slot word of the slice at
+    /// `off`, and the next entry's first line (where a probe goes next).
     #[inline]
-    pub fn prefetch(&self, ino: Ino, pgoff: u64) {
+    pub fn prefetch(&self, ino: Ino, off: u64) {
+        let pgoff = off / BLOCK;
         if let Some(h) = self.hints.get(self.sub_of(ino, pgoff)) {
             let (base, mask) = (
                 h.base.load(Ordering::Relaxed),
@@ -210,6 +213,8 @@ impl LawnCore {
             );
             if let Some(a) = SubZone::table_entry_addr(base, mask, ino, pgoff) {
                 crate::index::prefetch_addr(a);
+                crate::index::prefetch_addr(a + 64);
+                crate::index::prefetch_addr(a + 128);
             }
         }
     }
@@ -312,8 +317,7 @@ impl LawnCore {
             if !bugs::on(Bug::LawnDescriptorKeptOnReuse) {
                 for r in &gone {
                     let off = self.geo.desc_off(r.slot);
-                    pm.store_u128(off, 0);
-                    pm.flush(off, 16);
+                    descriptor::store(pm, off, 0);
                 }
             }
             // Fence: the descriptors of the freed blocks are clear on PM before the
@@ -352,8 +356,7 @@ impl LawnCore {
         pm.fence();
         for r in runs {
             let off = self.geo.desc_off(r.slot);
-            pm.store_u128(off, 0);
-            pm.flush(off, 16);
+            descriptor::store(pm, off, 0);
         }
         // Fence: the descriptors are clear on PM before their slots are reused.
         pm.fence();
@@ -416,6 +419,17 @@ impl LawnCore {
     }
 }
 
+/// A LAWN write whose PM stores are all issued, the last (its descriptor's set or
+/// clear, non-temporal) not yet fenced: [`Fs::lawn_finish`] fences it, after the
+/// caller's last bookkeeping of the write.
+pub(crate) enum Staged {
+    /// The slices went to a run of zone slots.
+    Zone,
+    /// The slices went to the file in place; the run that held their zone copy is
+    /// forgotten, its slots still reserved until its cleared descriptor is durable.
+    File { sub: usize, slot: u64, count: u64 },
+}
+
 impl Fs {
     /// A sub-page overwrite by the mount's small-write mode (LAWN or fine-log).
     /// Called with the page's data lock held (write); `Ok(None)`: take page CoW.
@@ -462,35 +476,63 @@ impl Fs {
             st.mtime = now;
             st.ctime = now;
         }
-        let done = match self.opts.small_write {
-            SmallWriteMode::Lawn => self.lawn_write(inode, pg, block, off, data),
-            SmallWriteMode::Finelog => self.finelog_write(inode.ino, pg, block, off, data),
-            SmallWriteMode::Cow => false,
+        let staged = match self.opts.small_write {
+            SmallWriteMode::Lawn => self.lawn_write(inode, pg, block, off, data).map(Some),
+            SmallWriteMode::Finelog => self
+                .finelog_write(inode.ino, pg, block, off, data)
+                .then_some(None),
+            SmallWriteMode::Cow => None,
         };
-        if !done {
-            self.lawn
-                .core
-                .counters
-                .fallbacks
-                .fetch_add(1, Ordering::Relaxed);
-            return Ok(None);
-        }
         let core = &*self.lawn.core;
+        let Some(staged) = staged else {
+            core.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
+            return Ok(None);
+        };
         // Repeated small writes to one file skip the shared set.
         if core.last_dirty.load(Ordering::Relaxed) != inode.ino
             && core.last_dirty.swap(inode.ino, Ordering::AcqRel) != inode.ino
         {
             core.dirty_times.lock().insert(inode.ino);
         }
+        if let Some(staged) = staged {
+            self.lawn_finish(staged);
+        }
         Ok(Some(data.len()))
     }
 
+    /// Completes a staged LAWN write: the fence that makes its descriptor store
+    /// durable, then (file path) the slots of the forgotten run are freed.
+    fn lawn_finish(&self, staged: Staged) {
+        let core = &*self.lawn.core;
+        // Fence: the descriptor set (zone path) or clear (file path) is durable
+        // before the write returns, and a cleared run's slots are free only after
+        // it (Algorithm 1, lines 6 and 11).
+        self.pm.fence();
+        match staged {
+            Staged::Zone => {
+                core.counters.zone_writes.fetch_add(1, Ordering::Relaxed);
+            }
+            Staged::File { sub, slot, count } => {
+                core.subs[sub].lock().release(slot, count);
+                core.counters.file_writes.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// Alternate writing of the slices of `[off, off + data.len())` (one page,
-    /// mapped to `block`). Returns false when the sub-zone has no room.
-    fn lawn_write(&self, inode: &Arc<Inode>, pg: u64, block: u64, off: u64, data: &[u8]) -> bool {
+    /// mapped to `block`), up to the descriptor store, not yet fenced
+    /// ([`Staged`]). Returns `None` when the sub-zone has no room (nothing changed).
+    fn lawn_write(
+        &self,
+        inode: &Arc<Inode>,
+        pg: u64,
+        block: u64,
+        off: u64,
+        data: &[u8],
+    ) -> Option<Staged> {
         let core = &*self.lawn.core;
         if core.subs.is_empty() || block > descriptor::MAX_BLOCK {
-            return false;
+            return None;
         }
         let ino = inode.ino;
         let s = core.slot_size();
@@ -515,105 +557,101 @@ impl Fs {
             core.handles.lock().insert(ino, Arc::downgrade(inode));
             inode.lawn_registered.store(true, Ordering::Release);
         }
-        // Decide, and for a zone write reserve the slots and record the run, under
-        // the sub-zone lock; the PM work runs without it. The caller's lock on the
-        // whole page keeps readers, the write-back thread and block frees off this
-        // page until the write returns, so recording the run before its slots and
-        // descriptor are written is never observed.
-        let (file_run, slot) = {
-            let mut z = core.subs[sub].lock();
-            match z.overlap(ino, pg, s0, s1) {
-                Overlap::Covered(r) => (Some(r), None),
-                o => {
-                    if o == Overlap::Partial {
-                        // Runs that only partly overlap: write them back first (no
-                        // change of contents), so the new slices have no zone copy.
-                        let v = z.runs_overlapping(ino, pg, s0, s1);
-                        core.writeback_locked(pm, &mut z, &v);
-                    }
-                    let slot = z.alloc(k);
-                    if z.free_slots() * 100 < z.nslots * LOW_WATER_PCT
-                        && !core.kicked.load(Ordering::Relaxed)
-                        && !core.kicked.swap(true, Ordering::AcqRel)
-                    {
-                        core.kick();
-                    }
-                    let Some(slot) = slot else {
-                        return false;
-                    };
-                    // The descriptor's line is a miss too: start loading it now, so
-                    // that it arrives while the slice is written and fenced.
-                    pm.prefetch(core.geo.desc_off(slot));
-                    if !core.may_hold.load(Ordering::Relaxed) {
-                        core.may_hold.store(true, Ordering::Release);
-                    }
-                    if !desc.encodable() || !z.insert(slot, desc, true) {
-                        z.release(slot, k);
-                        return false;
-                    }
-                    core.hints[sub].publish(&z);
-                    (None, Some(slot))
-                }
-            }
-        };
-        if let Some(r) = file_run {
-            // The newest copy is in the zone: write the file in place.
-            let d = core.geo.desc_off(r.slot);
-            pm.prefetch(d);
-            let lo = r.desc.first as u64 * s;
-            let mut small = [0u8; SMALL_BUF];
-            let mut big = Vec::new();
-            let buf = scratch(&mut small, &mut big, (r.desc.count as u64 * s) as usize);
-            let at = (in_pg - lo) as usize;
-            if at != 0 || data.len() != buf.len() {
-                // Slices only partly overwritten keep their zone bytes.
-                pm.read(core.geo.slot_off(r.slot), buf);
-            }
-            buf[at..at + data.len()].copy_from_slice(data);
-            pm.write_nt(block * BLOCK + lo, buf);
-            // Fence: the file copy is durable before the descriptor that names the
-            // zone copy as newest is cleared (Algorithm 1, line 9).
-            pm.fence();
-            pm.store_u128(d, 0);
-            pm.flush(d, 16);
-            // Fence: the clear is durable before the write returns and before the
-            // slots can be reused (line 11).
-            pm.fence();
-            core.subs[sub].lock().remove(ino, pg, r.desc.first);
-            core.counters.file_writes.fetch_add(1, Ordering::Relaxed);
-            return true;
-        }
-        let Some(slot) = slot else {
-            return false;
-        };
-        // The newest bytes of the slices: the file page (no zone copy overlaps), with
-        // the new data in place.
-        let lo = s0 as u64 * s;
         let mut small = [0u8; SMALL_BUF];
         let mut big = Vec::new();
-        let buf = scratch(&mut small, &mut big, (k * s) as usize);
-        let at = (in_pg - lo) as usize;
-        if at != 0 || data.len() != buf.len() {
-            // Patch the partly written slices to slot boundaries.
-            pm.read(block * BLOCK + lo, buf);
+        // Decide, and record the new run (zone path) or forget the old one (file
+        // path; its slots stay reserved until its cleared descriptor is durable),
+        // under the sub-zone lock; the PM work runs without it. (Not the PM stores
+        // under the lock, to overlap them with the bookkeeping: unlocking is a locked
+        // instruction, which waits for them to drain anyway.) The caller's lock on
+        // the whole page keeps readers, the write-back thread and block frees off
+        // this page until the write returns, so a run recorded before its descriptor
+        // is set, or forgotten before its descriptor is clear, is never observed.
+        let mut z = core.subs[sub].lock();
+        match z.overlap(ino, pg, s0, s1) {
+            Overlap::Covered(r) => {
+                // The newest copy is in the zone: write the file in place.
+                let d = core.geo.desc_off(r.slot);
+                let lo = r.desc.first as u64 * s;
+                let buf = scratch(&mut small, &mut big, (r.desc.count as u64 * s) as usize);
+                let at = (in_pg - lo) as usize;
+                let gone = z.detach(ino, pg, r.desc.first);
+                drop(z);
+                debug_assert_eq!(gone, Some(r));
+                if at == 0 && data.len() == buf.len() {
+                    pm.write_nt(block * BLOCK + lo, data);
+                } else {
+                    // Slices only partly overwritten keep their zone bytes (read
+                    // without the sub-zone lock: the page's lock keeps the run as is).
+                    pm.read(core.geo.slot_off(r.slot), buf);
+                    buf[at..at + data.len()].copy_from_slice(data);
+                    pm.write_nt(block * BLOCK + lo, buf);
+                }
+                // Fence: the file copy is durable before the descriptor that names the
+                // zone copy as newest is cleared (Algorithm 1, line 9).
+                pm.fence();
+                descriptor::store(pm, d, 0);
+                Some(Staged::File {
+                    sub,
+                    slot: r.slot,
+                    count: r.desc.count as u64,
+                })
+            }
+            o => {
+                if o == Overlap::Partial {
+                    // Runs that only partly overlap: write them back first (no
+                    // change of contents), so the new slices have no zone copy.
+                    let v = z.runs_overlapping(ino, pg, s0, s1);
+                    core.writeback_locked(pm, &mut z, &v);
+                }
+                let slot = z.alloc(k);
+                if z.free_slots() * 100 < z.nslots * LOW_WATER_PCT
+                    && !core.kicked.load(Ordering::Relaxed)
+                    && !core.kicked.swap(true, Ordering::AcqRel)
+                {
+                    core.kick();
+                }
+                let slot = slot?;
+                if !desc.encodable() {
+                    z.release(slot, k);
+                    return None;
+                }
+                if !core.may_hold.load(Ordering::Relaxed) {
+                    core.may_hold.store(true, Ordering::Release);
+                }
+                if !z.insert(slot, desc, true) {
+                    z.release(slot, k);
+                    return None;
+                }
+                core.hints[sub].publish(&z);
+                drop(z);
+                // The newest bytes of the slices: the file page (no zone copy
+                // overlaps), with the new data in place.
+                let lo = s0 as u64 * s;
+                let buf = scratch(&mut small, &mut big, (k * s) as usize);
+                let at = (in_pg - lo) as usize;
+                let slice: &[u8] = if at == 0 && data.len() == buf.len() {
+                    data
+                } else {
+                    // Patch the partly written slices to slot boundaries.
+                    pm.read(block * BLOCK + lo, buf);
+                    buf[at..at + data.len()].copy_from_slice(data);
+                    buf
+                };
+                let soff = core.geo.slot_off(slot);
+                if bugs::on(Bug::LawnDescriptorBeforeData) {
+                    pm.write(soff, slice);
+                } else {
+                    pm.write_nt(soff, slice);
+                    // Fence: the slice is durable in its slots before the descriptor
+                    // that makes it the newest copy (Algorithm 1, line 4).
+                    pm.fence();
+                }
+                let d = core.geo.desc_off(slot);
+                descriptor::store(pm, d, desc.encode());
+                Some(Staged::Zone)
+            }
         }
-        buf[at..at + data.len()].copy_from_slice(data);
-        let soff = core.geo.slot_off(slot);
-        if bugs::on(Bug::LawnDescriptorBeforeData) {
-            pm.write(soff, buf);
-        } else {
-            pm.write_nt(soff, buf);
-            // Fence: the slice is durable in its slots before the descriptor that
-            // makes it the newest copy (Algorithm 1, line 4).
-            pm.fence();
-        }
-        let d = core.geo.desc_off(slot);
-        pm.store_u128(d, desc.encode());
-        pm.flush(d, 16);
-        // Fence: the descriptor is durable before the write returns (line 6).
-        pm.fence();
-        core.counters.zone_writes.fetch_add(1, Ordering::Relaxed);
-        true
     }
 
     /// Reads page `pg` (in `block`) whole, with its zone slices merged: the page as

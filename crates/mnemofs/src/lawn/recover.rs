@@ -137,8 +137,7 @@ pub(crate) fn scan(
     if mode == Mode::Mount && !clear.is_empty() {
         for &at in &clear {
             let off = geo.desc_off(at);
-            pm.store_u128(off, 0);
-            pm.flush(off, 16);
+            super::descriptor::store(pm, off, 0);
         }
         // Fence: stale descriptors are clear before anything can reuse their slots
         // or the blocks they named.
