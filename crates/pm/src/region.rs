@@ -835,7 +835,10 @@ mod tests {
         pm.store_u128_nt(160, b);
         pm.fence();
         let d = pm.thread_counters().since(&t);
-        assert_eq!((d.bytes_written, d.nt_bytes_written, d.flushes), (64, 32, 0));
+        assert_eq!(
+            (d.bytes_written, d.nt_bytes_written, d.flushes),
+            (64, 32, 0)
+        );
         for off in [128, 160] {
             let mut got = [0u8; 16];
             pm.read(off, &mut got);
