@@ -200,9 +200,9 @@ impl TableHint {
 
 impl LawnCore {
     /// Starts loading, without a lock (see [`TableHint`]), the sub-zone page-table
-    /// entry of the page holding file offset `off` of `ino` into the CPU cache: the
-    /// line with its key and masks, the line with the slot word of the slice at
-    /// `off`, and the next entry's first line (where a probe goes next).
+    /// entry of the page holding file offset `off` of `ino` into the CPU cache: both
+    /// of its cache lines (key, masks, inline run slots) and the next entry's first
+    /// line (where a probe goes next).
     #[inline]
     pub fn prefetch(&self, ino: Ino, off: u64) {
         let pgoff = off / BLOCK;

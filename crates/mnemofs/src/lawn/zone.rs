@@ -62,6 +62,9 @@ struct PageRuns {
     spill: Option<Box<[u32; 64]>>,
 }
 
+// The entry (8-byte key + value) must stay within two cache lines.
+const _: () = assert!(std::mem::size_of::<PageRuns>() <= 120);
+
 /// Bits `s0..=s1`.
 fn span(s0: u32, s1: u32) -> u64 {
     let hi = if s1 >= 63 {
