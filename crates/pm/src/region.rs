@@ -468,8 +468,9 @@ impl Pm {
     }
 
     /// Aligned 16-byte atomic store: one `movdqa` where the CPU has AVX (Intel SDM
-    /// vol. 3A §10.1.1 and AMD APM vol. 2 §7.3.2 guarantee that an aligned 16-byte
-    /// SSE/AVX store is single-copy atomic on processors with AVX), else
+    /// vol. 3A, "Guaranteed Atomic Operations", and AMD APM vol. 2, "Access
+    /// Atomicity", guarantee that an aligned 16-byte SSE/AVX load or store is
+    /// single-copy atomic on processors with AVX), else
     /// `lock cmpxchg16b` (a locked read-modify-write: slower, and twice when the old
     /// value is not zero).
     pub fn store_u128(&self, off: u64, v: u128) {
