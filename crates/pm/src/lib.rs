@@ -23,7 +23,7 @@ mod trace;
 pub use counters::{CounterSnapshot, Counters};
 pub use flush::FlushKind;
 pub use profile::{PmProfile, SpinClock};
-pub use region::{MapMode, Pm, PmError};
+pub use region::{MapMode, Pm, PmError, Store16};
 pub use trace::{Event, Marker, RecordingTracer, StoreKind, Tracer};
 
 /// Size of a CPU cache line; the unit of flushing and of the crash model.
