@@ -76,18 +76,7 @@ impl<V: Default> PageTable<V> {
     }
 
     fn find(&self, k: u64) -> Option<usize> {
-        let mask = self.mask();
-        let mut i = home(k, mask);
-        loop {
-            let s = self.slots[i].key;
-            if s == k {
-                return Some(i);
-            }
-            if s == 0 {
-                return None;
-            }
-            i = (i + 1) & mask;
-        }
+        self.find_or_vacant(k).ok()
     }
 
     pub fn get(&self, ino: Ino, pgoff: u64) -> Option<&V> {
@@ -102,25 +91,49 @@ impl<V: Default> PageTable<V> {
 
     /// The value of a key, inserted as `V::default()` if absent; `None` if the key
     /// cannot be packed.
+    #[cfg(test)]
     pub fn get_or_default(&mut self, ino: Ino, pgoff: u64) -> Option<&mut V> {
+        self.entry(ino, pgoff).map(|(v, _)| v)
+    }
+
+    /// The value of a key and whether it was just inserted (as `V::default()`), with
+    /// one probe sequence when the table need not grow; `None` if the key cannot be
+    /// packed.
+    pub fn entry(&mut self, ino: Ino, pgoff: u64) -> Option<(&mut V, bool)> {
         let k = pack(ino, pgoff)?;
-        if let Some(i) = self.find(k) {
-            return Some(&mut self.slots[i].val);
-        }
+        let mut i = match self.find_or_vacant(k) {
+            Ok(i) => return Some((&mut self.slots[i].val, false)),
+            Err(i) => i,
+        };
         if (self.len + 1) * 2 > self.slots.len() {
             self.grow();
-        }
-        let mask = self.mask();
-        let mut i = home(k, mask);
-        while self.slots[i].key != 0 {
-            i = (i + 1) & mask;
+            i = match self.find_or_vacant(k) {
+                Ok(i) | Err(i) => i,
+            };
         }
         self.slots[i] = Slot {
             key: k,
             val: V::default(),
         };
         self.len += 1;
-        Some(&mut self.slots[i].val)
+        Some((&mut self.slots[i].val, true))
+    }
+
+    /// `Ok(index)` of key `k`, or `Err(index)` of the empty entry where its probe
+    /// sequence ends (where it would be inserted).
+    fn find_or_vacant(&self, k: u64) -> Result<usize, usize> {
+        let mask = self.mask();
+        let mut i = home(k, mask);
+        loop {
+            let s = self.slots[i].key;
+            if s == k {
+                return Ok(i);
+            }
+            if s == 0 {
+                return Err(i);
+            }
+            i = (i + 1) & mask;
+        }
     }
 
     fn grow(&mut self) {
