@@ -52,6 +52,11 @@ pub struct CrashtestArgs {
     /// of whole ones (no)
     #[arg(long = "tear-16", value_name = "ORDER", default_value = "no")]
     pub tear_16: String,
+    /// How the traced runs store LAWN descriptors: nt (one 16-byte non-temporal
+    /// store) or cached (a 16-byte atomic store and a write-back of its line); a
+    /// mount picks the cheaper one by measuring, which a trace must not depend on
+    #[arg(long = "desc-store", value_name = "HOW", default_value = "nt")]
+    pub desc_store: String,
     /// Do not also crash inside recovery
     #[arg(long)]
     pub no_recovery_crashes: bool,
@@ -133,6 +138,15 @@ pub fn run(a: &CrashtestArgs) -> CliResult<i32> {
         t => {
             return Err(usage(format!(
                 "unknown --tear-16 '{t}' (valid: no, low-first, high-first)"
+            )))
+        }
+    };
+    cfg.desc_store = match a.desc_store.as_str() {
+        "nt" => pm::Store16::NonTemporal,
+        "cached" => pm::Store16::Cached,
+        d => {
+            return Err(usage(format!(
+                "unknown --desc-store '{d}' (valid: nt, cached)"
             )))
         }
     };

@@ -90,10 +90,11 @@ pub fn render_stats(what: &str, v: &Value) -> String {
     );
     let _ = writeln!(
         o,
-        "  LAWN zone     {} slots of {} B in use, {} free; {} zone / {} in-place writes, {} written back",
+        "  LAWN zone     {} slots of {} B in use, {} free, descriptors stored {}; {} zone / {} in-place writes, {} written back",
         u(v, "lawn_slots_used"),
         u(v, "lawn_slot_size"),
         u(v, "lawn_slots_free"),
+        s(v, "lawn_desc_store"),
         u(v, "lawn_zone_writes"),
         u(v, "lawn_file_writes"),
         u(v, "lawn_writebacks"),
@@ -161,6 +162,7 @@ mod tests {
             clean_mount: true,
             max_concurrent_writers: 1,
             lawn_slot_size: 64,
+            lawn_desc_store: "non-temporal".into(),
             lawn_slots_used: 2,
             lawn_slots_free: 98,
             lawn_zone_writes: 1,

@@ -87,6 +87,9 @@ pub struct Config {
     pub small_write: mnemofs::SmallWriteMode,
     /// Model 16-byte atomic stores as two 8-byte stores (`crash::Tear16`).
     pub tear16: crash::Tear16,
+    /// How the traced runs store LAWN descriptors (named: measuring the cheaper way
+    /// at mount would make traces differ from run to run).
+    pub desc_store: pm::Store16,
 }
 
 impl Config {
@@ -104,6 +107,7 @@ impl Config {
             lock: mnemofs::LockMode::Inode,
             small_write: mnemofs::SmallWriteMode::Cow,
             tear16: crash::Tear16::No,
+            desc_store: pm::Store16::NonTemporal,
             threads: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1),
@@ -433,6 +437,9 @@ fn reproduce(cfg: &Config, idx: usize) -> String {
         crash::Tear16::LowFirst => s += " --tear-16 low-first",
         crash::Tear16::HighFirst => s += " --tear-16 high-first",
     }
+    if cfg.small_write == mnemofs::SmallWriteMode::Lawn && cfg.desc_store == pm::Store16::Cached {
+        s += " --desc-store cached";
+    }
     if let Some(b) = &cfg.bug {
         if let Some(x) = mnemofs::bugs::ALL.iter().find(|x| x.1 == *b) {
             s += &format!(" --inject-bug {}", x.0);
@@ -681,6 +688,7 @@ fn traced_mount(
         lock: cfg.lock,
         small_write: cfg.small_write,
         lawn_writeback_thread: false,
+        lawn_desc_store: Some(cfg.desc_store),
         ..mount_opts()
     };
     match guarded(|| Fs::from_pm(pm, &opts)) {

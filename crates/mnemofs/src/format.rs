@@ -9,8 +9,9 @@ use crate::types::{FileKind, Timespec};
 /// Block (page) size.
 pub const BLOCK: u64 = 4096;
 /// Format version written by this build (2: LAWN zone, descriptor table and fine-log
-/// redo areas after the inode table).
-pub const VERSION: u32 = 2;
+/// redo areas after the inode table; 3: LAWN descriptor check by a multiply-xorshift
+/// mix instead of a CRC-32).
+pub const VERSION: u32 = 3;
 /// Superblock magic.
 pub const MAGIC: [u8; 8] = *b"MNEMOFS\0";
 

@@ -241,7 +241,16 @@ impl Fs {
         let pm = Arc::new(pm);
         let fs = Fs {
             journals: Journals::new(&geo),
-            lawn: crate::lawn::Lawn::new(geo, subs),
+            lawn: crate::lawn::Lawn::new(
+                &pm,
+                geo,
+                subs,
+                // (Other modes store descriptors only to clear those an earlier LAWN
+                // mount left: no need to measure.)
+                opts.lawn_desc_store
+                    .or((opts.small_write != SmallWriteMode::Lawn)
+                        .then_some(pm::Store16::NonTemporal)),
+            ),
             finelog: crate::finelog::Finelog::new(&geo),
             pm,
             geo,
@@ -664,6 +673,7 @@ impl Fs {
             clean_mount: self.clean_mount,
             max_concurrent_writers: self.writers_max.load(Ordering::Relaxed),
             lawn_slot_size: self.geo.slot_size,
+            lawn_desc_store: self.lawn.core.desc_store.name().to_string(),
             lawn_slots_used: lawn_used,
             lawn_slots_free: lawn_free,
             lawn_zone_writes: lc.zone_writes.load(Ordering::Relaxed),

@@ -309,6 +309,10 @@ pub struct MountOptions {
     /// CoW, `Fs::lawn_writeback` or a full zone; the crash explorer's traces must be
     /// deterministic).
     pub lawn_writeback_thread: bool,
+    /// How LAWN descriptors are stored (`pm::Store16`); `None`: whichever way
+    /// `pm::Pm::calibrate_store16` measures cheaper at mount (tests and the crash
+    /// explorer name one, for exact counters and deterministic traces).
+    pub lawn_desc_store: Option<pm::Store16>,
 }
 
 impl MountOptions {
@@ -320,6 +324,7 @@ impl MountOptions {
             pm_profile: pm::PmProfile::DRAM,
             segment_size: DEFAULT_SEGMENT_SIZE,
             lawn_writeback_thread: true,
+            lawn_desc_store: None,
         }
     }
 }
@@ -351,6 +356,8 @@ pub struct FsStats {
     pub max_concurrent_writers: u64,
     /// LAWN zone: slot size, slots in use and free.
     pub lawn_slot_size: u32,
+    /// How LAWN descriptors are stored on this mount (`pm::Store16::name`).
+    pub lawn_desc_store: String,
     pub lawn_slots_used: u64,
     pub lawn_slots_free: u64,
     /// Small writes that went to a zone slot / to the file in place (LAWN), runs

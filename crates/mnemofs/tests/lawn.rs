@@ -7,6 +7,7 @@ mod common;
 
 use common::Img;
 use mnemofs::{Fs, Ino, MkfsOptions, MountOptions, SetAttr, SmallWriteMode, ROOT_INO};
+use pm::Store16;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
@@ -315,24 +316,44 @@ type Counts = (u64, u64, u64, u64);
 #[test]
 fn counters_of_a_128_byte_write_are_exact_in_every_mode() {
     let img = image(32 << 20, 3, 64);
-    // (mode, bytes stored, non-temporal bytes, flushes, fences) of a 128 B overwrite
-    // at a slot boundary inside a mapped page; LAWN twice: to the zone, then back to
-    // the file.
-    let cases: [(SmallWriteMode, &[Counts]); 3] = [
+    // (mode, descriptor store, bytes stored, non-temporal bytes, flushes, fences) of a
+    // 128 B overwrite at a slot boundary inside a mapped page; LAWN twice: to the
+    // zone, then back to the file.
+    let cases: [(SmallWriteMode, Store16, &[Counts]); 4] = [
         // Page CoW: the 4 KiB page, a 64 B entry, the 8 B tail.
-        (SmallWriteMode::Cow, &[(4096 + 64 + 8, 4096, 2, 2)]),
+        (
+            SmallWriteMode::Cow,
+            Store16::NonTemporal,
+            &[(4096 + 64 + 8, 4096, 2, 2)],
+        ),
         // Fine-log: a 64 B header + 128 B record (3 lines flushed), the data in place,
         // the 8 B retire.
-        (SmallWriteMode::Finelog, &[(192 + 128 + 8, 128, 4, 3)]),
+        (
+            SmallWriteMode::Finelog,
+            Store16::NonTemporal,
+            &[(192 + 128 + 8, 128, 4, 3)],
+        ),
         // LAWN: the slices into two slots, the 16 B descriptor (both non-temporal, no
         // flush); then the slices into the file and the 16 B clear.
         (
             SmallWriteMode::Lawn,
+            Store16::NonTemporal,
             &[(128 + 16, 128 + 16, 0, 2), (128 + 16, 128 + 16, 0, 2)],
         ),
+        // The same with the descriptor stored cached and its line written back.
+        (
+            SmallWriteMode::Lawn,
+            Store16::Cached,
+            &[(128 + 16, 128, 1, 2), (128 + 16, 128, 1, 2)],
+        ),
     ];
-    for (i, (mode, want)) in cases.iter().enumerate() {
-        let fs = mount(&img, *mode, false);
+    for (i, (mode, store, want)) in cases.iter().enumerate() {
+        let o = MountOptions {
+            lawn_desc_store: Some(*store),
+            ..opts(*mode, false)
+        };
+        let fs = mnemofs::mount(&img.path, &o).unwrap();
+        assert_eq!(fs.stats().lawn_desc_store, store.name());
         let name = format!("f{i}");
         let ino = fs
             .create(ROOT_INO, name.as_bytes(), 0o644, 0, 0)
@@ -344,11 +365,56 @@ fn counters_of_a_128_byte_write_are_exact_in_every_mode() {
             fs.write(ino, 640, &[2 + k as u8; 128]).unwrap();
             let d = fs.pm().thread_counters().since(&before);
             let got = (d.bytes_written, d.nt_bytes_written, d.flushes, d.fences);
-            assert_eq!(got, (bytes, nt, flushes, fences), "{mode:?} write {k}");
+            assert_eq!(
+                got,
+                (bytes, nt, flushes, fences),
+                "{mode:?} {store:?} write {k}"
+            );
         }
         let mut b = [0u8; 128];
         fs.read(ino, 640, &mut b).unwrap();
         assert_eq!(b, [1 + want.len() as u8; 128]);
+        fs.unmount().unwrap();
+    }
+}
+
+#[test]
+fn the_descriptor_store_is_measured_at_mount_and_both_ways_read_back() {
+    // Unnamed, the mount measures which way is cheaper here and says which; named,
+    // either way keeps every byte across a remount.
+    let img = image(16 << 20, 3, 64);
+    let fs = mount(&img, SmallWriteMode::Lawn, false);
+    let got = fs.stats().lawn_desc_store;
+    assert!(
+        [Store16::NonTemporal.name(), Store16::Cached.name()].contains(&got.as_str()),
+        "{got}"
+    );
+    fs.unmount().unwrap();
+    let mut rng = StdRng::seed_from_u64(5);
+    let mut files = Files::default();
+    for (i, store) in [Store16::Cached, Store16::NonTemporal, Store16::Cached]
+        .into_iter()
+        .enumerate()
+    {
+        let o = MountOptions {
+            lawn_desc_store: Some(store),
+            ..opts(SmallWriteMode::Lawn, false)
+        };
+        let fs = mnemofs::mount(&img.path, &o).unwrap();
+        files.check(&fs, "after remount");
+        if i == 0 {
+            fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
+            files.data.insert(b"f".to_vec(), Vec::new());
+            let b = bytes(&mut rng, 4 * 4096);
+            files.write(&fs, b"f", 0, &b);
+        }
+        for _ in 0..200 {
+            let off = rng.random_range(0..4 * 4096 / 64 - 2) * 64;
+            let b = bytes(&mut rng, 128);
+            files.write(&fs, b"f", off, &b);
+        }
+        assert!(fs.stats().lawn_zone_writes > 0);
+        files.check(&fs, "after writes");
         fs.unmount().unwrap();
     }
 }

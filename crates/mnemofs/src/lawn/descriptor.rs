@@ -7,27 +7,27 @@
 //! ```text
 //! word 0 (bytes 0..8):  ino (bits 0..32) | pgoff (bits 32..64)
 //! word 1 (bytes 8..16): block (bits 0..40) | first (40..46) | count-1 (46..52)
-//!                       | check (52..64) = 1 + crc32(word0 ‖ word1 bits 0..52) % 4095
+//!                       | check (52..64) = 1 + fmix64(word0 * K + word1 bits 0..52) % 4095
 //! ```
 //!
-//! Descriptors are set and cleared with one 16-byte non-temporal store ([`store`]),
-//! and validity does not depend on those 16 bytes persisting together: `ino` is
+//! Descriptors are set and cleared with one 16-byte store ([`store`]: non-temporal,
+//! or cached and written back, whichever is cheaper on the machine), and validity
+//! does not depend on those 16 bytes persisting together: `ino` is
 //! never 0 and `check` is never 0, so a descriptor torn between its two 8-byte
 //! halves (one half new, the other still zero) never decodes as valid, which is
 //! exactly the state on one side of every transition (a descriptor only ever goes
 //! clear → set → clear). The crash explorer's `--tear-16` modes check this by
 //! persisting either half alone.
 
-use crate::format::crc;
-use pm::Pm;
+use pm::{Pm, Store16};
 
-/// Sets (or, with 0, clears) the descriptor at `off`: one 16-byte non-temporal store
-/// (`movntdq`), durable at the caller's next fence. Cheaper than a cached 16-byte
-/// atomic store with a flush: no read of the line, and the fence waits for 16
-/// bytes, not a written-back line. Torn, it is still safe (see above).
+/// Sets (or, with 0, clears) the descriptor at `off`, durable at the caller's next
+/// fence: one 16-byte store, non-temporal or cached and written back, as `kind` says
+/// (`LawnCore::desc_store`, measured at mount). Torn, either is still safe (see
+/// above).
 #[inline]
-pub fn store(pm: &Pm, off: u64, v: u128) {
-    pm.store_u128_nt(off, v);
+pub fn store(pm: &Pm, kind: Store16, off: u64, v: u128) {
+    pm.store_u128_durable(kind, off, v);
 }
 
 /// Largest block number a descriptor can name.
@@ -54,11 +54,26 @@ pub enum Decoded {
     Invalid,
 }
 
+/// The 12-bit check of a descriptor (never 0): murmur3's 64-bit finalizer over
+/// `word0 * K + word1_low` (K odd), reduced to `1..=4095`. A change of one or two of
+/// the 116 described bits always changes the finalized word (multiplying by an odd
+/// K is a bijection, and no `±2^i * K` equals `∓2^j`; the finalizer is a bijection);
+/// the reduction keeps 1 in 4095 of such changes undetected, as any 12-bit check
+/// must. Seven multiply/shift steps instead of a table-driven CRC on every LAWN
+/// write.
 fn check(w0: u64, w1_low: u64) -> u64 {
-    let mut b = [0u8; 16];
-    b[..8].copy_from_slice(&w0.to_le_bytes());
-    b[8..].copy_from_slice(&w1_low.to_le_bytes());
-    1 + (crc(&b) as u64) % 4095
+    1 + mix(w0, w1_low) % 4095
+}
+
+/// The finalized word the check is reduced from.
+fn mix(w0: u64, w1_low: u64) -> u64 {
+    let mut h = w0.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(w1_low);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^= h >> 33;
+    h
 }
 
 impl Desc {
@@ -152,6 +167,40 @@ mod tests {
             let hi = v & !(u64::MAX as u128);
             assert_eq!(decode(lo), Decoded::Invalid);
             assert_eq!(decode(hi), Decoded::Invalid);
+        }
+    }
+
+    #[test]
+    fn one_or_two_changed_bits_always_change_the_mixed_word() {
+        // The 116 described bits: word 0 and the low 52 bits of word 1.
+        let bit = |i: u32| -> (u64, u64) {
+            if i < 64 {
+                (1 << i, 0)
+            } else {
+                (0, 1 << (i - 64))
+            }
+        };
+        for x in [
+            d(),
+            Desc {
+                ino: 1,
+                pgoff: 0,
+                block: 1,
+                first: 0,
+                count: 1,
+            },
+        ] {
+            let v = x.encode();
+            let (w0, low) = (v as u64, (v >> 64) as u64 & ((1 << 52) - 1));
+            let m = mix(w0, low);
+            for i in 0..116 {
+                let (a, b) = bit(i);
+                assert_ne!(mix(w0 ^ a, low ^ b), m, "bit {i}");
+                for j in i + 1..116 {
+                    let (c, e) = bit(j);
+                    assert_ne!(mix(w0 ^ a ^ c, low ^ b ^ e), m, "bits {i} {j}");
+                }
+            }
         }
     }
 

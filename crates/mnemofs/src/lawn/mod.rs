@@ -43,7 +43,7 @@ use crate::types::{Ino, SmallWriteMode, Timespec};
 use crossbeam_utils::CachePadded;
 use descriptor::Desc;
 use parking_lot::{Condvar, Mutex};
-use pm::Pm;
+use pm::{Pm, Store16};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
@@ -103,6 +103,8 @@ pub(crate) struct LawnCore {
     /// (a wake-up is a mutex and, when the thread sleeps, a futex call).
     pub kicked: CachePadded<AtomicBool>,
     pub stop: AtomicBool,
+    /// How descriptors are stored (chosen at mount, see [`Lawn::new`]).
+    pub desc_store: Store16,
 }
 
 /// The LAWN zone of a mounted file system.
@@ -112,8 +114,18 @@ pub(crate) struct Lawn {
 }
 
 impl Lawn {
-    /// The zone with the runs recovered from the descriptor table.
-    pub fn new(geo: Geometry, subs: Vec<SubZone>) -> Lawn {
+    /// The zone with the runs recovered from the descriptor table; descriptors are
+    /// stored the way `desc_store` says, or, if `None`, the way
+    /// [`Pm::calibrate_store16`] measures cheaper over up to 256 free slots'
+    /// (clear) descriptors: the region is quiescent until mount returns.
+    pub fn new(pm: &Pm, geo: Geometry, subs: Vec<SubZone>, desc_store: Option<Store16>) -> Lawn {
+        let desc_store = desc_store.unwrap_or_else(|| {
+            let offs: Vec<u64> = subs
+                .first()
+                .map(|z| z.free_run_starts(256).map(|i| geo.desc_off(i)).collect())
+                .unwrap_or_default();
+            pm.calibrate_store16(&offs)
+        });
         let valid: usize = subs.iter().map(|s| s.runs()).sum();
         let hints = subs
             .iter()
@@ -138,6 +150,7 @@ impl Lawn {
                 wake_cv: Condvar::new(),
                 kicked: CachePadded::new(AtomicBool::new(false)),
                 stop: AtomicBool::new(false),
+                desc_store,
             }),
             thread: Mutex::new(None),
         }
@@ -317,7 +330,7 @@ impl LawnCore {
             if !bugs::on(Bug::LawnDescriptorKeptOnReuse) {
                 for r in &gone {
                     let off = self.geo.desc_off(r.slot);
-                    descriptor::store(pm, off, 0);
+                    descriptor::store(pm, self.desc_store, off, 0);
                 }
             }
             // Fence: the descriptors of the freed blocks are clear on PM before the
@@ -356,7 +369,7 @@ impl LawnCore {
         pm.fence();
         for r in runs {
             let off = self.geo.desc_off(r.slot);
-            descriptor::store(pm, off, 0);
+            descriptor::store(pm, self.desc_store, off, 0);
         }
         // Fence: the descriptors are clear on PM before their slots are reused.
         pm.fence();
@@ -557,8 +570,6 @@ impl Fs {
             core.handles.lock().insert(ino, Arc::downgrade(inode));
             inode.lawn_registered.store(true, Ordering::Release);
         }
-        let mut small = [0u8; SMALL_BUF];
-        let mut big = Vec::new();
         // Decide, and record the new run (zone path) or forget the old one (file
         // path; its slots stay reserved until its cleared descriptor is durable),
         // under the sub-zone lock; the PM work runs without it. (Not the PM stores
@@ -572,17 +583,23 @@ impl Fs {
             Overlap::Covered(r) => {
                 // The newest copy is in the zone: write the file in place.
                 let d = core.geo.desc_off(r.slot);
+                if core.desc_store == Store16::Cached {
+                    // The cached store below needs the line: start its miss now.
+                    pm.prefetch(d);
+                }
                 let lo = r.desc.first as u64 * s;
-                let buf = scratch(&mut small, &mut big, (r.desc.count as u64 * s) as usize);
+                let len = (r.desc.count as u64 * s) as usize;
                 let at = (in_pg - lo) as usize;
                 let gone = z.detach(ino, pg, r.desc.first);
                 drop(z);
                 debug_assert_eq!(gone, Some(r));
-                if at == 0 && data.len() == buf.len() {
+                if at == 0 && data.len() == len {
                     pm.write_nt(block * BLOCK + lo, data);
                 } else {
                     // Slices only partly overwritten keep their zone bytes (read
                     // without the sub-zone lock: the page's lock keeps the run as is).
+                    let (mut small, mut big) = ([0u8; SMALL_BUF], Vec::new());
+                    let buf = scratch(&mut small, &mut big, len);
                     pm.read(core.geo.slot_off(r.slot), buf);
                     buf[at..at + data.len()].copy_from_slice(data);
                     pm.write_nt(block * BLOCK + lo, buf);
@@ -590,7 +607,7 @@ impl Fs {
                 // Fence: the file copy is durable before the descriptor that names the
                 // zone copy as newest is cleared (Algorithm 1, line 9).
                 pm.fence();
-                descriptor::store(pm, d, 0);
+                descriptor::store(pm, core.desc_store, d, 0);
                 Some(Staged::File {
                     sub,
                     slot: r.slot,
@@ -612,6 +629,11 @@ impl Fs {
                     core.kick();
                 }
                 let slot = slot?;
+                if core.desc_store == Store16::Cached {
+                    // The cached descriptor store needs the line: its miss overlaps
+                    // the slice's stores and fence.
+                    pm.prefetch(core.geo.desc_off(slot));
+                }
                 if !desc.encodable() {
                     z.release(slot, k);
                     return None;
@@ -628,12 +650,16 @@ impl Fs {
                 // The newest bytes of the slices: the file page (no zone copy
                 // overlaps), with the new data in place.
                 let lo = s0 as u64 * s;
-                let buf = scratch(&mut small, &mut big, (k * s) as usize);
+                let len = (k * s) as usize;
                 let at = (in_pg - lo) as usize;
-                let slice: &[u8] = if at == 0 && data.len() == buf.len() {
+                // (Scratch only for a patch: zeroing it costs on every write.)
+                let (mut small, mut big): ([u8; SMALL_BUF], Vec<u8>);
+                let slice: &[u8] = if at == 0 && data.len() == len {
                     data
                 } else {
                     // Patch the partly written slices to slot boundaries.
+                    (small, big) = ([0u8; SMALL_BUF], Vec::new());
+                    let buf = scratch(&mut small, &mut big, len);
                     pm.read(block * BLOCK + lo, buf);
                     buf[at..at + data.len()].copy_from_slice(data);
                     buf
@@ -648,7 +674,7 @@ impl Fs {
                     pm.fence();
                 }
                 let d = core.geo.desc_off(slot);
-                descriptor::store(pm, d, desc.encode());
+                descriptor::store(pm, core.desc_store, d, desc.encode());
                 Some(Staged::Zone)
             }
         }

@@ -137,7 +137,7 @@ pub(crate) fn scan(
     if mode == Mode::Mount && !clear.is_empty() {
         for &at in &clear {
             let off = geo.desc_off(at);
-            super::descriptor::store(pm, off, 0);
+            super::descriptor::store(pm, pm::Store16::NonTemporal, off, 0);
         }
         // Fence: stale descriptors are clear before anything can reuse their slots
         // or the blocks they named.
