@@ -7,7 +7,9 @@
 #      (default 20000), CRASH_MULTI_STATES (default 20000), CRASH_SMALL_STATES
 #      (fine-log seq-1 and LAWN random, default 25000), CRASH_TEAR_STATES (LAWN seq-1
 #      with torn 16-byte stores, per order, default 15000).
-# LAWN bugs (lawn-*) run with --small-write lawn.
+# LAWN descriptors are stored one of two ways, whichever a mount measures cheaper
+# (--desc-store nt|cached in the explorer): the LAWN runs cover both. LAWN bugs
+# (lawn-*) run with --small-write lawn, once per way.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -23,29 +25,39 @@ run crashtest --workload multi --seed 2 --lock interval --max-states "$(( ${CRAS
 run crashtest --workload seq1 --small-write lawn
 run crashtest --workload seq1 --small-write finelog --max-states "${CRASH_SMALL_STATES:-25000}"
 run crashtest --workload random --seed 2 --small-write lawn --max-states "${CRASH_SMALL_STATES:-25000}"
-# LAWN descriptors must not rely on 16-byte failure atomicity: tear them, both orders.
+run crashtest --workload seq1 --small-write lawn --desc-store cached --max-states "${CRASH_SMALL_STATES:-25000}"
+run crashtest --workload random --seed 3 --small-write lawn --desc-store cached \
+  --max-states "$(( ${CRASH_SMALL_STATES:-25000} / 2 ))"
+# LAWN descriptors must not rely on 16-byte failure atomicity: tear them, both orders,
+# each way of storing them.
 for order in low-first high-first; do
-  run crashtest --workload seq1 --small-write lawn --tear-16 "$order" --max-states "${CRASH_TEAR_STATES:-15000}"
+  for how in nt cached; do
+    run crashtest --workload seq1 --small-write lawn --desc-store "$how" --tear-16 "$order" \
+      --max-states "$(( ${CRASH_TEAR_STATES:-15000} * 2 / 3 ))"
+  done
 done
 
 missed=()
 for bug in $("$MNEMOFS" crashtest --list-bugs | awk '{ print $1 }'); do
-  rc=0
+  ways=(nt)
   mode=cow
-  [[ $bug == lawn-* ]] && mode=lawn
-  out=$("$MNEMOFS" crashtest --workload seq1 --small-write "$mode" --inject-bug "$bug" \
-    --max-violations 1) || rc=$?
-  if ((rc == 0)); then
+  [[ $bug == lawn-* ]] && mode=lawn && ways=(nt cached)
+  for how in "${ways[@]}"; do
     rc=0
-    out=$("$MNEMOFS" crashtest --workload multi --inject-bug "$bug" --max-violations 1 \
-      --max-states 30000 --no-recovery-crashes) || rc=$?
-  fi
-  if ((rc == 1)); then
-    echo "caught $bug: $(grep -m1 'what:' <<<"$out" | sed 's/^ *what: *//' | cut -c1-120)"
-  else
-    echo "NOT caught: $bug (exit status $rc)"
-    missed+=("$bug")
-  fi
+    out=$("$MNEMOFS" crashtest --workload seq1 --small-write "$mode" --desc-store "$how" \
+      --inject-bug "$bug" --max-violations 1) || rc=$?
+    if ((rc == 0)); then
+      rc=0
+      out=$("$MNEMOFS" crashtest --workload multi --inject-bug "$bug" --max-violations 1 \
+        --max-states 30000 --no-recovery-crashes) || rc=$?
+    fi
+    if ((rc == 1)); then
+      echo "caught $bug ($how): $(grep -m1 'what:' <<<"$out" | sed 's/^ *what: *//' | cut -c1-120)"
+    else
+      echo "NOT caught: $bug ($how; exit status $rc)"
+      missed+=("$bug/$how")
+    fi
+  done
 done
 ((${#missed[@]} == 0)) || die "injected bugs not caught: ${missed[*]}"
 echo "crashtest OK"

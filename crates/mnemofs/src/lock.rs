@@ -17,6 +17,10 @@
 mod interval;
 mod segment;
 
+/// The shuttle harness of the lock models, for other modules' model tests.
+#[cfg(test)]
+pub(crate) use segment::model as segment_model;
+
 use crate::format::BLOCK;
 use crate::types::LockMode;
 use crossbeam_utils::CachePadded;

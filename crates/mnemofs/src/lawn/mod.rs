@@ -31,6 +31,7 @@
 pub(crate) mod descriptor;
 pub(crate) mod pagetable;
 pub(crate) mod recover;
+pub(crate) mod spin;
 pub(crate) mod writeback;
 pub(crate) mod zone;
 
@@ -44,6 +45,7 @@ use crossbeam_utils::CachePadded;
 use descriptor::Desc;
 use parking_lot::{Condvar, Mutex};
 use pm::{Pm, Store16};
+use spin::SpinMutex;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
@@ -80,7 +82,7 @@ pub(crate) struct TableHint {
 /// Everything the write-back thread shares with the file system.
 pub(crate) struct LawnCore {
     pub geo: Geometry,
-    pub subs: Vec<Mutex<SubZone>>,
+    pub subs: Vec<SpinMutex<SubZone>>,
     /// Inodes that may have runs (the write-back thread locks their pages).
     pub handles: Mutex<HashMap<Ino, Weak<Inode>>>,
     /// False only when no sub-zone holds a run (lets reads and block frees skip the
@@ -139,7 +141,7 @@ impl Lawn {
         Lawn {
             core: Arc::new(LawnCore {
                 geo,
-                subs: subs.into_iter().map(Mutex::new).collect(),
+                subs: subs.into_iter().map(SpinMutex::new).collect(),
                 handles: Mutex::new(HashMap::new()),
                 may_hold: CachePadded::new(AtomicBool::new(valid > 0)),
                 counters: Counters::default(),
@@ -570,14 +572,15 @@ impl Fs {
             core.handles.lock().insert(ino, Arc::downgrade(inode));
             inode.lawn_registered.store(true, Ordering::Release);
         }
-        // Decide, and record the new run (zone path) or forget the old one (file
-        // path; its slots stay reserved until its cleared descriptor is durable),
-        // under the sub-zone lock; the PM work runs without it. (Not the PM stores
-        // under the lock, to overlap them with the bookkeeping: unlocking is a locked
-        // instruction, which waits for them to drain anyway.) The caller's lock on
-        // the whole page keeps readers, the write-back thread and block frees off
-        // this page until the write returns, so a run recorded before its descriptor
-        // is set, or forgotten before its descriptor is clear, is never observed.
+        // Under the sub-zone lock: decide, issue the slices' non-temporal stores (to
+        // fresh slots, or to the file when the zone holds the newest copy), then
+        // record the new run (zone path) or forget the old one (file path; its slots
+        // stay reserved until its cleared descriptor is durable) while those stores
+        // drain; the lock's release is a plain store that does not wait for them
+        // (`spin`), and the fences come after it. The caller's lock on the whole page
+        // keeps readers, the write-back thread and block frees off this page until
+        // the write returns, so a run recorded before its descriptor is set, or
+        // forgotten before its descriptor is clear, is never observed.
         let mut z = core.subs[sub].lock();
         match z.overlap(ino, pg, s0, s1) {
             Overlap::Covered(r) => {
@@ -590,20 +593,20 @@ impl Fs {
                 let lo = r.desc.first as u64 * s;
                 let len = (r.desc.count as u64 * s) as usize;
                 let at = (in_pg - lo) as usize;
-                let gone = z.detach(ino, pg, r.desc.first);
-                drop(z);
-                debug_assert_eq!(gone, Some(r));
+                // The stores first, so that they drain while the run is forgotten.
                 if at == 0 && data.len() == len {
                     pm.write_nt(block * BLOCK + lo, data);
                 } else {
-                    // Slices only partly overwritten keep their zone bytes (read
-                    // without the sub-zone lock: the page's lock keeps the run as is).
+                    // Slices only partly overwritten keep their zone bytes.
                     let (mut small, mut big) = ([0u8; SMALL_BUF], Vec::new());
                     let buf = scratch(&mut small, &mut big, len);
                     pm.read(core.geo.slot_off(r.slot), buf);
                     buf[at..at + data.len()].copy_from_slice(data);
                     pm.write_nt(block * BLOCK + lo, buf);
                 }
+                let gone = z.detach(ino, pg, r.desc.first);
+                drop(z);
+                debug_assert_eq!(gone, Some(r));
                 // Fence: the file copy is durable before the descriptor that names the
                 // zone copy as newest is cleared (Algorithm 1, line 9).
                 pm.fence();
@@ -638,15 +641,6 @@ impl Fs {
                     z.release(slot, k);
                     return None;
                 }
-                if !core.may_hold.load(Ordering::Relaxed) {
-                    core.may_hold.store(true, Ordering::Release);
-                }
-                if !z.insert(slot, desc, true) {
-                    z.release(slot, k);
-                    return None;
-                }
-                core.hints[sub].publish(&z);
-                drop(z);
                 // The newest bytes of the slices: the file page (no zone copy
                 // overlaps), with the new data in place.
                 let lo = s0 as u64 * s;
@@ -665,10 +659,23 @@ impl Fs {
                     buf
                 };
                 let soff = core.geo.slot_off(slot);
+                // The slots are reserved: store the slices now, so that they drain
+                // while the run is recorded.
                 if bugs::on(Bug::LawnDescriptorBeforeData) {
                     pm.write(soff, slice);
                 } else {
                     pm.write_nt(soff, slice);
+                }
+                if !core.may_hold.load(Ordering::Relaxed) {
+                    core.may_hold.store(true, Ordering::Release);
+                }
+                if !z.insert(slot, desc, true) {
+                    z.release(slot, k);
+                    return None;
+                }
+                core.hints[sub].publish(&z);
+                drop(z);
+                if !bugs::on(Bug::LawnDescriptorBeforeData) {
                     // Fence: the slice is durable in its slots before the descriptor
                     // that makes it the newest copy (Algorithm 1, line 4).
                     pm.fence();
