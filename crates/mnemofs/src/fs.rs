@@ -649,7 +649,7 @@ impl Fs {
             log_pages += st.log.pages.len() as u64;
             data_pages += st.pages.len() as u64;
         }
-        let (lawn_used, lawn_free) = self.lawn_usage();
+        let (lawn_used, lawn_free, lawn_zone_writes, lawn_file_writes) = self.lawn_usage();
         let lc = &self.lawn.core.counters;
         FsStats {
             size_bytes: self.geo.total_blocks * BLOCK,
@@ -676,8 +676,8 @@ impl Fs {
             lawn_desc_store: self.lawn.core.desc_store.name().to_string(),
             lawn_slots_used: lawn_used,
             lawn_slots_free: lawn_free,
-            lawn_zone_writes: lc.zone_writes.load(Ordering::Relaxed),
-            lawn_file_writes: lc.file_writes.load(Ordering::Relaxed),
+            lawn_zone_writes,
+            lawn_file_writes,
             lawn_writebacks: lc.writebacks.load(Ordering::Relaxed),
             finelog_writes: lc.finelog_writes.load(Ordering::Relaxed),
             small_write_fallbacks: lc.fallbacks.load(Ordering::Relaxed),

@@ -56,14 +56,13 @@ pub(crate) const LOW_WATER_PCT: u64 = 10;
 /// The write-back thread stops once this share is free again (percent).
 pub(crate) const HIGH_WATER_PCT: u64 = 20;
 
-/// Counters of the small-write paths (exact; reported in `FsStats`). Each on its
-/// own cache line: the write-back thread bumps `writebacks` (writers too, when they
+/// Counters of the small-write paths (exact; reported in `FsStats`; LAWN's zone and
+/// in-place writes are counted in their sub-zone, under its lock). Each on its own
+/// cache line: the write-back thread bumps `writebacks` (writers too, when they
 /// write back a partly overlapped run) while a writer bumps the others, and a shared
-/// line would bounce between them on every write.
+/// line would bounce between them.
 #[derive(Default)]
 pub(crate) struct Counters {
-    pub zone_writes: CachePadded<AtomicU64>,
-    pub file_writes: CachePadded<AtomicU64>,
     pub writebacks: CachePadded<AtomicU64>,
     pub fallbacks: CachePadded<AtomicU64>,
     pub finelog_writes: CachePadded<AtomicU64>,
@@ -523,14 +522,8 @@ impl Fs {
         // before the write returns, and a cleared run's slots are free only after
         // it (Algorithm 1, lines 6 and 11).
         self.pm.fence();
-        match staged {
-            Staged::Zone => {
-                core.counters.zone_writes.fetch_add(1, Ordering::Relaxed);
-            }
-            Staged::File { sub, slot, count } => {
-                core.subs[sub].lock().release(slot, count);
-                core.counters.file_writes.fetch_add(1, Ordering::Relaxed);
-            }
+        if let Staged::File { sub, slot, count } = staged {
+            core.subs[sub].lock().release(slot, count);
         }
     }
 
@@ -605,6 +598,7 @@ impl Fs {
                     pm.write_nt(block * BLOCK + lo, buf);
                 }
                 let gone = z.detach(ino, pg, r.desc.first);
+                z.file_writes += 1;
                 drop(z);
                 debug_assert_eq!(gone, Some(r));
                 // Fence: the file copy is durable before the descriptor that names the
@@ -673,6 +667,7 @@ impl Fs {
                     z.release(slot, k);
                     return None;
                 }
+                z.zone_writes += 1;
                 core.hints[sub].publish(&z);
                 drop(z);
                 if !bugs::on(Bug::LawnDescriptorBeforeData) {
@@ -742,13 +737,17 @@ impl Fs {
         }
     }
 
-    /// Slots in use and free, over all sub-zones.
-    pub(crate) fn lawn_usage(&self) -> (u64, u64) {
+    /// Slots in use and free, and the writes that went to the zone and to the file
+    /// in place, over all sub-zones.
+    pub(crate) fn lawn_usage(&self) -> (u64, u64, u64, u64) {
         let core = &*self.lawn.core;
-        let mut free = 0;
+        let (mut free, mut zone, mut file) = (0, 0, 0);
         for z in &core.subs {
-            free += z.lock().free_slots();
+            let z = z.lock();
+            free += z.free_slots();
+            zone += z.zone_writes;
+            file += z.file_writes;
         }
-        (core.geo.zone_slots - free, free)
+        (core.geo.zone_slots - free, free, zone, file)
     }
 }

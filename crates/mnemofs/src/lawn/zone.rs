@@ -229,6 +229,10 @@ pub(crate) struct SubZone {
     lru: VecDeque<LruEntry>,
     /// Uses so far (run inserts and reads that found runs), wrapping: the stamps.
     clock: u32,
+    /// Small writes whose slices went to this sub-zone's slots, and those that went
+    /// back to the file in place (counted by the writer under the lock).
+    pub zone_writes: u64,
+    pub file_writes: u64,
 }
 
 impl SubZone {
@@ -245,6 +249,8 @@ impl SubZone {
             by_block: FxHashMap::default(),
             lru: VecDeque::new(),
             clock: 0,
+            zone_writes: 0,
+            file_writes: 0,
         }
     }
 
