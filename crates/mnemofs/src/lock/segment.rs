@@ -146,6 +146,7 @@ pub(crate) trait Word {
     const PATIENCE: u32;
     fn new(v: u32) -> Self;
     fn load(&self, o: Ordering) -> u32;
+    fn store(&self, v: u32, o: Ordering);
     fn compare_exchange_weak(
         &self,
         cur: u32,
@@ -169,6 +170,9 @@ impl Word for AtomicU32 {
     }
     fn load(&self, o: Ordering) -> u32 {
         AtomicU32::load(self, o)
+    }
+    fn store(&self, v: u32, o: Ordering) {
+        AtomicU32::store(self, v, o)
     }
     fn compare_exchange_weak(
         &self,
@@ -399,6 +403,9 @@ pub(crate) mod model {
         }
         fn load(&self, o: Ordering) -> u32 {
             self.0.load(o)
+        }
+        fn store(&self, v: u32, o: Ordering) {
+            self.0.store(v, o)
         }
         fn compare_exchange_weak(
             &self,
