@@ -85,6 +85,9 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
+        // From now on this thread counts in the shared slot (its destructors may
+        // still store to PM), and the slot can go to a new thread.
+        CACHED_SLOT.with(|c| c.set(SHARED));
         if self.0 < SHARED {
             LEASED.fetch_and(!(1 << self.0), Ordering::AcqRel);
         }
@@ -93,14 +96,26 @@ impl Drop for Lease {
 
 thread_local! {
     static THREAD_SLOT: Lease = Lease::take();
+    /// The lease's slot once known (`usize::MAX` before): a constant-initialized
+    /// thread-local without a destructor is one load, where the lazily initialized
+    /// lease costs a state check on each of the several PM calls of every operation.
+    static CACHED_SLOT: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
 }
 
 /// Index of the slot shared by threads beyond the first [`SHARED`] live ones.
 const SHARED: usize = SLOTS;
 
+#[inline]
 fn my_slot() -> usize {
-    // A thread being torn down (its lease already dropped) counts in the shared slot.
-    THREAD_SLOT.try_with(|l| l.0).unwrap_or(SHARED)
+    let c = CACHED_SLOT.with(|c| c.get());
+    if c != usize::MAX {
+        return c;
+    }
+    // First PM call of the thread. A thread being torn down (its lease already
+    // dropped) counts in the shared slot.
+    let s = THREAD_SLOT.try_with(|l| l.0).unwrap_or(SHARED);
+    CACHED_SLOT.with(|c| c.set(s));
+    s
 }
 
 /// Adds `n` to a counter of slot `i`. A leased slot has one writer, its thread, so
