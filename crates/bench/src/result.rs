@@ -16,6 +16,9 @@ pub struct BenchResult {
     pub preset: String,
     pub lock: String,
     pub small_write: String,
+    /// How LAWN descriptors were stored (`pm::Store16::name`: measured at mount
+    /// unless named).
+    pub lawn_desc_store: String,
     pub pm_profile: String,
     pub threads: usize,
     pub io_size: u64,

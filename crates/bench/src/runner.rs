@@ -351,6 +351,7 @@ fn measure(cfg: &RunConfig, fs: &Fs, image: &Image, image_size: u64) -> BenchRes
         preset: cfg.preset.clone(),
         lock: m.lock.name().to_string(),
         small_write: m.small_write.name().to_string(),
+        lawn_desc_store: fs.stats().lawn_desc_store,
         pm_profile: fs.pm().profile().name.to_string(),
         threads,
         io_size: cfg.params.io_size,

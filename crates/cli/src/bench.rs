@@ -84,6 +84,8 @@ pub struct CommonArgs {
     /// LAWN slot size of the fresh image in bytes (mkfs --slot-size)
     #[arg(long = "slot-size", value_name = "B", default_value_t = mnemofs::format::DEFAULT_SLOT_SIZE)]
     pub slot_size: u32,
+    #[arg(long = "desc-store", value_name = "HOW", value_enum, default_value_t = modes::DescStore::Auto, hide_possible_values = true, help = modes::DESC_STORE_HELP)]
+    pub desc_store: modes::DescStore,
     /// One JSON object per run on standard output (JSON Lines) instead of a table
     #[arg(long)]
     pub json: bool,
@@ -292,6 +294,7 @@ pub fn run(a: &BenchArgs) -> CliResult<i32> {
     rc.threads = a.threads;
     let mut mount = modes::resolve(&a.preset, a.lock.as_deref(), a.small_write.as_deref())?;
     mount.pm_profile = profile(&a.pm_profile)?;
+    mount.lawn_desc_store = a.common.desc_store.option();
     rc.mount = mount;
     rc.preset = preset_label(&a.preset, a.lock.as_deref(), a.small_write.as_deref());
     rc.validate().map_err(|m| CliError::new(m).with_code(2))?;
@@ -427,6 +430,7 @@ fn run_compare(c: &CompareArgs) -> CliResult<i32> {
             let preset = preset.trim();
             let mut mount = modes::resolve(preset, None, None)?;
             mount.pm_profile = prof;
+            mount.lawn_desc_store = c.common.desc_store.option();
             let label = if c.pm_profiles.len() > 1 {
                 format!("{preset}/{}", prof.name)
             } else {

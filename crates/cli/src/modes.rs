@@ -52,6 +52,41 @@ pub fn small_write_help() -> String {
 }
 
 /// Engine mount options from a preset name and optional mode overrides.
+/// `--desc-store`: how LAWN descriptors are stored (`pm::Store16`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DescStore {
+    /// The cheaper of the two, measured at mount
+    Auto,
+    /// One 16-byte non-temporal store
+    Nt,
+    /// A 16-byte atomic store and a write-back of its line
+    Cached,
+}
+
+impl DescStore {
+    /// The mount option (`None`: measure at mount).
+    pub fn option(self) -> Option<pm::Store16> {
+        match self {
+            DescStore::Auto => None,
+            DescStore::Nt => Some(pm::Store16::NonTemporal),
+            DescStore::Cached => Some(pm::Store16::Cached),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DescStore::Auto => "auto",
+            DescStore::Nt => "nt",
+            DescStore::Cached => "cached",
+        }
+    }
+}
+
+/// Help text of `--desc-store`.
+pub const DESC_STORE_HELP: &str = "How LAWN descriptors are stored: auto (the cheaper of the \
+two, measured at mount), nt (one 16-byte non-temporal store) or cached (a 16-byte atomic \
+store and a write-back of its line)";
+
 pub fn resolve(
     preset: &str,
     lock: Option<&str>,

@@ -38,6 +38,8 @@ pub struct MountArgs {
     pub lock: Option<String>,
     #[arg(long = "small-write", value_name = "W", help = modes::small_write_help())]
     pub small_write: Option<String>,
+    #[arg(long = "desc-store", value_name = "HOW", value_enum, default_value_t = modes::DescStore::Auto, hide_possible_values = true, help = modes::DESC_STORE_HELP)]
+    pub desc_store: modes::DescStore,
     /// Go through the kernel page cache instead of direct I/O
     #[arg(long)]
     pub no_direct_io: bool,
@@ -76,11 +78,12 @@ fn report_ready_to_parent() -> bool {
 }
 
 pub fn run(args: &MountArgs) -> CliResult<()> {
-    let opts = modes::resolve(
+    let mut opts = modes::resolve(
         &args.preset,
         args.lock.as_deref(),
         args.small_write.as_deref(),
     )?;
+    opts.lawn_desc_store = args.desc_store.option();
     if args.foreground || args.ready_fd.is_some() {
         let res = run_foreground(args, opts);
         if let Err(e) = &res {
@@ -202,6 +205,7 @@ fn spawn_daemon(args: &MountArgs, image: &Path, mountpoint: &Path) -> CliResult<
     if let Some(w) = &args.small_write {
         cmd.arg("--small-write").arg(w);
     }
+    cmd.arg("--desc-store").arg(args.desc_store.name());
     if args.no_direct_io {
         cmd.arg("--no-direct-io");
     }
