@@ -35,8 +35,28 @@ pub(crate) enum FileLock {
     Segment(Box<(SegmentLock, BigReaderLock)>),
 }
 
-/// A held range lock; released on drop.
-pub(crate) enum RangeGuard<'a> {
+/// A held range lock; released on drop, by the thread that took it: not `Send`
+/// (the marker), because a segment-mode guard releases the thread's leased reader
+/// slot with a plain store ([`BigReaderLock::unlock_read`]), which is right only on
+/// the thread that owns the lease. (parking_lot's guards are not `Send` either, but
+/// only while its `send_guard` feature is off, which any crate in the build could
+/// turn on.)
+pub(crate) struct RangeGuard<'a> {
+    held: Held<'a>,
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl<'a> RangeGuard<'a> {
+    fn new(held: Held<'a>) -> Self {
+        RangeGuard {
+            held,
+            _not_send: std::marker::PhantomData,
+        }
+    }
+}
+
+/// What a [`RangeGuard`] holds.
+enum Held<'a> {
     Shared(#[allow(dead_code)] RwLockReadGuard<'a, ()>),
     Exclusive(#[allow(dead_code)] RwLockWriteGuard<'a, ()>),
     Interval(&'a IntervalLock, u32),
@@ -61,10 +81,10 @@ pub(crate) enum RangeGuard<'a> {
 
 impl Drop for RangeGuard<'_> {
     fn drop(&mut self) {
-        match self {
-            RangeGuard::Shared(_) | RangeGuard::Exclusive(_) => {}
-            RangeGuard::Interval(l, t) => l.unlock(*t),
-            RangeGuard::Segments {
+        match &mut self.held {
+            Held::Shared(_) | Held::Exclusive(_) => {}
+            Held::Interval(l, t) => l.unlock(*t),
+            Held::Segments {
                 words,
                 whole,
                 slot,
@@ -79,7 +99,7 @@ impl Drop for RangeGuard<'_> {
                 }
                 whole.unlock_read(*slot);
             }
-            RangeGuard::Segment1 {
+            Held::Segment1 {
                 word,
                 whole,
                 slot,
@@ -92,7 +112,7 @@ impl Drop for RangeGuard<'_> {
                 }
                 whole.unlock_read(*slot);
             }
-            RangeGuard::Whole(w) => w.unlock_write(),
+            Held::Whole(w) => w.unlock_write(),
         }
     }
 }
@@ -127,45 +147,45 @@ impl FileLock {
         match self {
             FileLock::Inode(l) => {
                 if write {
-                    RangeGuard::Exclusive(l.write())
+                    RangeGuard::new(Held::Exclusive(l.write()))
                 } else {
-                    RangeGuard::Shared(l.read())
+                    RangeGuard::new(Held::Shared(l.read()))
                 }
             }
-            FileLock::Interval(l) => RangeGuard::Interval(l, l.lock(s, e, write)),
+            FileLock::Interval(l) => RangeGuard::new(Held::Interval(l, l.lock(s, e, write))),
             FileLock::Segment(b) => {
                 let (words, whole) = (&b.0, &b.1);
                 // To the end of the file: the whole file, exclusively (also for a
                 // read, which must not walk 2^32 segments).
                 if e == u64::MAX {
                     whole.lock_write();
-                    return RangeGuard::Whole(whole);
+                    return RangeGuard::new(Held::Whole(whole));
                 }
                 let slot = whole.lock_read();
                 let (first, last) = words.segments(s, e);
                 if first == last {
                     let word = words.word(first);
                     segment::lock_span(|_| word, first, first, write);
-                    return RangeGuard::Segment1 {
+                    return RangeGuard::new(Held::Segment1 {
                         word,
                         whole,
                         slot,
                         write,
-                    };
+                    });
                 }
                 if write {
                     words.lock_write(first, last);
                 } else {
                     words.lock_read(first, last);
                 }
-                RangeGuard::Segments {
+                RangeGuard::new(Held::Segments {
                     words,
                     whole,
                     slot,
                     first,
                     last,
                     write,
-                }
+                })
             }
         }
     }
@@ -413,6 +433,35 @@ mod tests {
         leased.dedup();
         assert_eq!(leased.len(), k, "a leased slot given twice: {got:?}");
         assert!(got.iter().filter(|&&s| s == n).count() >= 3, "{got:?}");
+    }
+
+    #[test]
+    fn leases_come_back_and_leave_no_reader_behind() {
+        // Threads read-lock and exit (their leases go back, to be reused by the next
+        // ones); each counter must be back at zero, so a to-the-end writer gets in.
+        let lock = Arc::new(FileLock::new(LockMode::Segment, 4096));
+        for round in 0..4u64 {
+            let hs: Vec<_> = (0..slots() + 2)
+                .map(|t| {
+                    let lock = lock.clone();
+                    std::thread::spawn(move || {
+                        for i in 0..200u64 {
+                            let at = ((t as u64 * 7 + i + round) % 64) * 4096;
+                            drop(lock.read(at, at + 100));
+                            drop(lock.write(at, at + 100));
+                        }
+                    })
+                })
+                .collect();
+            for h in hs {
+                h.join().unwrap();
+            }
+            let FileLock::Segment(b) = &*lock else {
+                unreachable!()
+            };
+            assert!(b.1.readers.iter().all(|r| r.load(Ordering::SeqCst) == 0));
+            drop(lock.write(0, u64::MAX));
+        }
     }
 
     #[test]

@@ -573,7 +573,8 @@ impl Pm {
     }
 
     /// Which [`Store16`] way costs less here: both are timed (alternating rounds, the
-    /// fastest round of each counts) storing zeros over the 16-byte words at `offs`,
+    /// fastest round of each counts) storing zeros over the 16-byte words at `offs`
+    /// (best one per cache line, so that neither way finds a line the other left),
     /// each word followed by its write-back and a fence, each line evicted from the
     /// cache before a round; the cached way prefetches the next word's line one store
     /// ahead, as a caller that prefetches before its previous fence does. The
@@ -620,10 +621,12 @@ impl Pm {
                                 // SAFETY: a prefetch of a mapped address.
                                 unsafe { _mm_prefetch::<_MM_HINT_T0>(next as *const i8) };
                             }
-                            // SAFETY: as above; the store is atomic where `has_avx`.
+                            // SAFETY: as above; the same instruction as `store_u128`.
                             unsafe {
                                 if self.has_avx {
                                     store_u128_sse(p, 0)
+                                } else if self.has_cx16 {
+                                    store_u128_cx16(p, 0)
                                 } else {
                                     std::ptr::write_volatile(p, 0)
                                 }
@@ -1108,6 +1111,29 @@ mod tests {
                     "off {off} len {len}"
                 );
                 assert_eq!(d.bytes_written, len as u64);
+            }
+        }
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn the_sse_only_stream_copy_is_exact_too() {
+        // `write_nt` takes the AVX path on this machine; the 16-byte path must hold
+        // on CPUs without AVX.
+        let mut dst = vec![0xeeu8; 1024];
+        let src: Vec<u8> = (0..600u32).map(|i| (i * 29 + 3) as u8).collect();
+        for start in (0..64usize).step_by(8) {
+            for len in (0..=520usize).step_by(8) {
+                dst.fill(0xee);
+                let base = (dst.as_ptr() as usize).next_multiple_of(64) - dst.as_ptr() as usize;
+                let at = base + start;
+                // SAFETY: `dst[at..at + len]` is in bounds and 8-aligned, `src` is valid
+                // for `len` bytes, they do not overlap; avx = false needs nothing.
+                unsafe { stream_copy(dst.as_mut_ptr().add(at), src.as_ptr(), len, false) };
+                // SAFETY: sfence has no operands.
+                unsafe { std::arch::x86_64::_mm_sfence() };
+                assert_eq!(&dst[at..at + len], &src[..len], "start {start} len {len}");
+                assert!(dst[..at].iter().chain(&dst[at + len..]).all(|&b| b == 0xee));
             }
         }
     }

@@ -171,6 +171,23 @@ mod tests {
     }
 
     #[test]
+    fn check_matches_format_md() {
+        // The worked examples of docs/FORMAT.md §2.9.
+        let a = Desc {
+            ino: 1,
+            pgoff: 0,
+            block: 1,
+            first: 0,
+            count: 1,
+        };
+        assert_eq!(a.encode(), 0x1 | (0xab40_0000_0000_0001u128 << 64));
+        assert_eq!(
+            d().encode(),
+            0x1_e240_0000_004d | (0x13ff_c5ab_cdef_0123u128 << 64)
+        );
+    }
+
+    #[test]
     fn one_or_two_changed_bits_always_change_the_mixed_word() {
         // The 116 described bits: word 0 and the low 52 bits of word 1.
         let bit = |i: u32| -> (u64, u64) {

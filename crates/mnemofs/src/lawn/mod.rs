@@ -117,13 +117,20 @@ pub(crate) struct Lawn {
 impl Lawn {
     /// The zone with the runs recovered from the descriptor table; descriptors are
     /// stored the way `desc_store` says, or, if `None`, the way
-    /// [`Pm::calibrate_store16`] measures cheaper over up to 256 free slots'
-    /// (clear) descriptors: the region is quiescent until mount returns.
+    /// [`Pm::calibrate_store16`] measures cheaper over the (clear) descriptors of up
+    /// to 256 free slots, one per descriptor line: the region is quiescent until mount
+    /// returns, and only those 16-byte words are stored (zeros over zeros).
     pub fn new(pm: &Pm, geo: Geometry, subs: Vec<SubZone>, desc_store: Option<Store16>) -> Lawn {
         let desc_store = desc_store.unwrap_or_else(|| {
             let offs: Vec<u64> = subs
                 .first()
-                .map(|z| z.free_run_starts(256).map(|i| geo.desc_off(i)).collect())
+                .map(|z| {
+                    z.free_slots_iter()
+                        .map(|i| geo.desc_off(i))
+                        .filter(|o| o % 64 == 0)
+                        .take(256)
+                        .collect()
+                })
                 .unwrap_or_default();
             pm.calibrate_store16(&offs)
         });
@@ -529,7 +536,8 @@ impl Fs {
 
     /// Alternate writing of the slices of `[off, off + data.len())` (one page,
     /// mapped to `block`), up to the descriptor store, not yet fenced
-    /// ([`Staged`]). Returns `None` when the sub-zone has no room (nothing changed).
+    /// ([`Staged`]). Returns `None` when the sub-zone has no room (no descriptor and no
+    /// file byte changed; at most free slots were written).
     fn lawn_write(
         &self,
         inode: &Arc<Inode>,
@@ -623,7 +631,12 @@ impl Fs {
                     && !core.kicked.load(Ordering::Relaxed)
                     && !core.kicked.swap(true, Ordering::AcqRel)
                 {
+                    // Woken outside the sub-zone lock (a mutex and maybe a futex
+                    // call). Meanwhile the reserved slots stay ours, and the page's lock
+                    // keeps its runs as `overlap` saw them.
+                    drop(z);
                     core.kick();
+                    z = core.subs[sub].lock();
                 }
                 let slot = slot?;
                 if core.desc_store == Store16::Cached {
@@ -664,6 +677,10 @@ impl Fs {
                     core.may_hold.store(true, Ordering::Release);
                 }
                 if !z.insert(slot, desc, true) {
+                    // (Unreachable while `overlap` said None and the page is locked.)
+                    // Fence: the slice stores drain before the slots can go to another
+                    // writer, whose committed run they could otherwise overwrite.
+                    pm.fence();
                     z.release(slot, k);
                     return None;
                 }

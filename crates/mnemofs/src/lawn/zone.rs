@@ -264,12 +264,11 @@ impl SubZone {
         PageTable::<PageRuns>::entry_addr(base, mask, ino, pgoff)
     }
 
-    /// Global indices of up to `n` free slots, lowest first (their descriptors are
-    /// clear once mount has cleared stale ones).
-    pub fn free_run_starts(&self, n: usize) -> impl Iterator<Item = u64> + '_ {
+    /// Global indices of the free slots, lowest first (their descriptors are clear
+    /// once mount has cleared stale ones).
+    pub fn free_slots_iter(&self) -> impl Iterator<Item = u64> + '_ {
         (0..self.nslots)
             .filter(|&i| !self.is_used(i))
-            .take(n)
             .map(|i| self.base + i)
     }
 
