@@ -27,7 +27,7 @@ use crossbeam_utils::CachePadded;
 use interval::IntervalLock;
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use segment::{SegmentLock, Word};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 pub(crate) enum FileLock {
     Inode(RwLock<()>),
@@ -231,8 +231,9 @@ fn slots() -> usize {
     })
 }
 
-/// Reader slots leased to live threads (bit i: slot i of every [`BigReaderLock`]).
-static LEASED: AtomicU64 = AtomicU64::new(0);
+/// Reader slots leased to live threads (index i: counter i of every
+/// [`BigReaderLock`]).
+static LEASED: pm::LeasePool = pm::LeasePool::new();
 
 /// A thread's reader slot, leased when it first takes a lock and returned when it
 /// exits: while leased, only this thread changes counter `i` of any lock, so it
@@ -242,30 +243,14 @@ struct ReaderLease(usize);
 
 impl ReaderLease {
     fn take() -> ReaderLease {
-        let n = slots();
-        let mut cur = LEASED.load(Ordering::Relaxed);
-        loop {
-            let i = (!cur).trailing_zeros() as usize;
-            if i >= n {
-                return ReaderLease(n);
-            }
-            match LEASED.compare_exchange_weak(
-                cur,
-                cur | (1 << i),
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return ReaderLease(i),
-                Err(now) => cur = now,
-            }
-        }
+        ReaderLease(LEASED.take(slots()).unwrap_or_else(slots))
     }
 }
 
 impl Drop for ReaderLease {
     fn drop(&mut self) {
         if self.0 < slots() {
-            LEASED.fetch_and(!(1 << self.0), Ordering::AcqRel);
+            LEASED.give_back(self.0);
         }
     }
 }

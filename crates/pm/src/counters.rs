@@ -3,6 +3,7 @@
 //! Each thread increments its own cache-padded slot (no shared cache line bounces on
 //! the hot path, no locked instruction); a snapshot sums the slots.
 
+use crate::lease::LeasePool;
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -55,8 +56,8 @@ impl CounterSnapshot {
     }
 }
 
-/// Slots leased to live threads (bit i: slot i).
-static LEASED: AtomicU64 = AtomicU64::new(0);
+/// Slots leased to live threads.
+static LEASED: LeasePool = LeasePool::new();
 
 /// The calling thread's slot: exclusive while the thread lives (returned when it
 /// exits), or [`SHARED`] when all are leased.
@@ -64,22 +65,7 @@ struct Lease(usize);
 
 impl Lease {
     fn take() -> Lease {
-        let mut cur = LEASED.load(Ordering::Relaxed);
-        loop {
-            if cur == u64::MAX {
-                return Lease(SHARED);
-            }
-            let i = (!cur).trailing_zeros() as usize;
-            match LEASED.compare_exchange_weak(
-                cur,
-                cur | (1 << i),
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return Lease(i),
-                Err(now) => cur = now,
-            }
-        }
+        Lease(LEASED.take(SLOTS).unwrap_or(SHARED))
     }
 }
 
@@ -89,7 +75,7 @@ impl Drop for Lease {
         // still store to PM), and the slot can go to a new thread.
         CACHED_SLOT.with(|c| c.set(SHARED));
         if self.0 < SHARED {
-            LEASED.fetch_and(!(1 << self.0), Ordering::AcqRel);
+            LEASED.give_back(self.0);
         }
     }
 }

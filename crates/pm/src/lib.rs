@@ -16,12 +16,14 @@
 
 mod counters;
 mod flush;
+mod lease;
 mod profile;
 mod region;
 mod trace;
 
 pub use counters::{CounterSnapshot, Counters};
 pub use flush::FlushKind;
+pub use lease::LeasePool;
 pub use profile::{PmProfile, SpinClock};
 pub use region::{MapMode, Pm, PmError, Store16};
 pub use trace::{Event, Marker, RecordingTracer, StoreKind, Tracer};
