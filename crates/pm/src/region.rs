@@ -574,7 +574,7 @@ impl Pm {
 
     /// Which [`Store16`] way costs less here: both are timed (alternating rounds, the
     /// fastest round of each counts) storing zeros over the 16-byte words at `offs`
-    /// (best one per cache line, so that neither way finds a line the other left),
+    /// (ideally one per cache line, so that neither way finds a line the other left),
     /// each word followed by its write-back and a fence, each line evicted from the
     /// cache before a round; the cached way prefetches the next word's line one store
     /// ahead, as a caller that prefetches before its previous fence does. The
