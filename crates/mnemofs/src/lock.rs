@@ -7,8 +7,8 @@
 //! - `inode` (NOVA's baseline): one reader-writer lock for the whole file;
 //! - `interval`: an augmented interval tree under one mutex ([`interval`]);
 //! - `segment`: one atomic word per segment ([`segment`]; a waiting writer keeps
-//!   new readers out), plus a per-CPU, phase-fair "big reader" lock that only
-//!   to-the-end requests take exclusively.
+//!   new readers out), plus a phase-fair "big reader" lock with a reader counter per
+//!   thread (a leased slot) that only to-the-end requests take exclusively.
 //!
 //! The range modes let writers of disjoint ranges copy their data in parallel and
 //! commit it with the concurrent append protocol of pNOVA §3.3 (`log` module): the
@@ -210,7 +210,7 @@ impl FileLock {
     }
 
     /// DRAM bytes of range-lock state beyond the fixed struct (segment mode: the lock
-    /// words and radix nodes plus the per-CPU reader counters; 0 otherwise).
+    /// words and radix nodes plus the reader counters; 0 otherwise).
     pub fn lock_bytes(&self) -> usize {
         match self {
             FileLock::Segment(b) => b.0.bytes() + b.1.bytes(),
@@ -274,11 +274,12 @@ fn wait<W: Word>(done: impl Fn() -> bool) {
     }
 }
 
-/// A reader-writer lock whose readers touch only their own cache line (per-CPU
-/// counters): readers on different CPUs never bounce a shared line, and the rare
-/// writer (a to-the-end request) waits for every counter to drain.
+/// A reader-writer lock whose readers touch only their own cache line (a counter per
+/// thread, in the slot the thread leases, see [`ReaderLease`]; threads beyond the
+/// slots share one more): readers on different cores never bounce a shared line, and
+/// the rare writer (a to-the-end request) waits for every counter to drain.
 ///
-/// Phase-fair, after Brandenburg and Anderson's PF locks, with per-CPU counters:
+/// Phase-fair, after Brandenburg and Anderson's PF locks, with per-thread counters:
 /// - writers queue in ticket order (FIFO among writers);
 /// - a writer raises `phase` (odd: a writer is in or draining the readers), which
 ///   turns new readers away: a stream of readers cannot starve it, it waits only for
@@ -294,7 +295,8 @@ fn wait<W: Word>(done: impl Fn() -> bool) {
 /// the counters; a reader bumps its counter, then reads `phase`, and stays only if it
 /// is even. One of them sees the other.
 pub(crate) struct BigReaderLock<W: Word = AtomicU32> {
-    /// Per-CPU counts of the readers inside (and of those checking `phase`).
+    /// Per-thread (leased slot) counts of the readers inside (and of those checking
+    /// `phase`); the last counter is shared.
     readers: Box<[CachePadded<W>]>,
     /// Bumped when a writer starts (becomes odd) and when it leaves (even).
     phase: CachePadded<W>,
