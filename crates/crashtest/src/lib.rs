@@ -494,9 +494,9 @@ fn explore_workload(
     let mut model = Model::default();
     let mut dumps = vec![model.dump()];
     for (k, op) in all.iter().enumerate() {
-        fs.pm().marker(Marker::OpBegin(k.to_string()));
+        fs.marker(Marker::OpBegin(k.to_string()));
         let got = guarded(|| apply_fs(&fs, op));
-        fs.pm().marker(Marker::OpEnd(k.to_string()));
+        fs.marker(Marker::OpEnd(k.to_string()));
         let want = model.apply(op);
         let got = match got {
             Ok(g) => g,
@@ -798,10 +798,10 @@ fn explore_multi(
             return;
         }
     }
-    fs.pm().marker(Marker::OpBegin("threads".into()));
+    fs.marker(Marker::OpBegin("threads".into()));
     let marker = |t: usize, k: usize, begin: bool| {
         let m = format!("{t}:{k}");
-        fs.pm().marker(if begin {
+        fs.marker(if begin {
             Marker::OpBegin(m)
         } else {
             Marker::OpEnd(m)

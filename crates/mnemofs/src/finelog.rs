@@ -24,8 +24,8 @@ use crate::fs::Fs;
 use crate::inode::InodeState;
 use crate::recovery::Mode;
 use crate::types::{FileKind, Ino};
+use crate::vol::Vol;
 use parking_lot::Mutex;
-use pm::Pm;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
@@ -115,7 +115,7 @@ impl Fs {
 
 /// Replays (mount) or checks (fsck) every CPU's redo area.
 pub(crate) fn recover(
-    pm: &Pm,
+    pm: &Vol,
     geo: &Geometry,
     states: &HashMap<Ino, InodeState>,
     mode: Mode,

@@ -13,6 +13,7 @@ use crate::log::{init_page, LogState};
 use crate::recovery::{self, Mode};
 use crate::space::{Run, Space};
 use crate::types::*;
+use crate::vol::Vol;
 use parking_lot::{ArcMutexGuard, Mutex, RawMutex, RwLock};
 use pm::Pm;
 use std::collections::HashMap;
@@ -52,7 +53,7 @@ impl FileHandle {
 }
 
 pub struct Fs {
-    pub(crate) pm: Arc<Pm>,
+    pub(crate) pm: Arc<Vol>,
     pub(crate) geo: Geometry,
     pub(crate) space: Space,
     pub(crate) journals: Journals,
@@ -97,14 +98,14 @@ pub fn mkfs(path: &Path, opts: &MkfsOptions) -> Result<()> {
     if !opts.force {
         if let Ok(existing) = Pm::open(path, false) {
             let mut scratch = Vec::new();
-            if recovery::read_superblock(&existing, &mut scratch).is_ok() {
+            if recovery::read_superblock(Vol::of(&existing), &mut scratch).is_ok() {
                 return Err(FsError::AlreadyFormatted {
                     path: path.to_path_buf(),
                 });
             }
         }
     }
-    let pm = Pm::create(path, opts.size)?;
+    let pm = Vol::new(Pm::create(path, opts.size)?);
     format(&pm, &geo);
     pm.sync_to_file();
     Ok(())
@@ -121,12 +122,12 @@ pub fn mkfs_pm(pm: &Pm, opts: &MkfsOptions) -> Result<()> {
         MKFS_PM_MIN,
         zone_params(opts),
     )?;
-    format(pm, &geo);
+    format(Vol::of(pm), &geo);
     Ok(())
 }
 
 /// Writes an empty file system onto `pm`.
-pub(crate) fn format(pm: &Pm, geo: &Geometry) {
+pub(crate) fn format(pm: &Vol, geo: &Geometry) {
     // Metadata area: superblocks, journals, free list, inode table, fine-log redo
     // areas, LAWN descriptor table (all clear). Zone slots hold nothing until a
     // descriptor names them, so they are left as they are.
@@ -198,6 +199,7 @@ impl Fs {
     pub fn from_pm(mut pm: Pm, opts: &MountOptions) -> Result<Fs> {
         // The latency profile applies from recovery on.
         pm.set_profile(opts.pm_profile);
+        let pm = Vol::new(pm);
         let mut loaded = recovery::load(&pm, Mode::Mount)?;
         let geo = loaded.geo;
         // Fine-log records and LAWN descriptors, against the replayed mappings.
@@ -288,9 +290,30 @@ impl Fs {
         Ok(())
     }
 
-    /// The mapped region (for tests and tools that inspect PM directly).
-    pub fn pm(&self) -> &Pm {
-        &self.pm
+    /// PM counters of the calling thread (exact even while other threads work).
+    pub fn thread_counters(&self) -> pm::CounterSnapshot {
+        self.pm.thread_counters()
+    }
+
+    /// Passes an operation marker to the region's tracer (the crash explorer's
+    /// operation boundaries); no effect on PM.
+    pub fn marker(&self, m: pm::Marker) {
+        self.pm.marker(m)
+    }
+
+    /// The PM latency profile charged on this mount.
+    pub fn pm_profile(&self) -> pm::PmProfile {
+        self.pm.profile()
+    }
+
+    /// How the image is mapped.
+    pub fn map_mode(&self) -> pm::MapMode {
+        self.pm.map_mode()
+    }
+
+    /// The cache-line write-back instruction in use.
+    pub fn flush_kind(&self) -> pm::FlushKind {
+        self.pm.flush_kind()
     }
 
     pub fn geometry(&self) -> &Geometry {

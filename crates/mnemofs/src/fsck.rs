@@ -8,6 +8,7 @@
 use crate::error::{FsError, Result};
 use crate::recovery::{self, Mode};
 use crate::types::FileKind;
+use crate::vol::Vol;
 use pm::Pm;
 use serde::Serialize;
 use std::path::Path;
@@ -51,6 +52,7 @@ pub fn fsck_pm(pm: &Pm) -> Result<FsckReport> {
 /// Checks a region that is already a private copy: recovery runs on it and changes
 /// it (the crash explorer's copies; nobody else may use `pm` afterwards).
 pub fn fsck_private(pm: &Pm) -> Result<FsckReport> {
+    let pm = Vol::of(pm);
     let mut loaded = recovery::load(pm, Mode::Fsck)?;
     crate::finelog::recover(
         pm,

@@ -12,8 +12,8 @@ use crate::format::{
     get_u64, journal_word, parse_journal_word, put_u64, Geometry, BLOCK, JOURNAL_ACTIVE_OFF,
     JOURNAL_MAX_RECS, JOURNAL_REC_OFF,
 };
+use crate::vol::Vol;
 use parking_lot::Mutex;
-use pm::Pm;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub(crate) struct Journals {
@@ -34,7 +34,7 @@ impl Journals {
     /// Atomically replaces each `(offset, new)` word. `offset`s must be distinct and
     /// 8-byte aligned. Every log entry the words make visible must already be flushed;
     /// the first fence here orders those entries before the new words.
-    pub fn run(&self, pm: &Pm, words: &[(u64, u64)]) -> Result<()> {
+    pub fn run(&self, pm: &Vol, words: &[(u64, u64)]) -> Result<()> {
         if words.len() > JOURNAL_MAX_RECS {
             return Err(FsError::Invalid("transaction too large for the journal"));
         }
@@ -102,7 +102,7 @@ impl Journals {
 /// Idempotent: a crash in the middle leaves the journal active and the undo is
 /// simply done again. `valid_word` says which offsets a record may name.
 pub(crate) fn recover(
-    pm: &Pm,
+    pm: &Vol,
     geo: &Geometry,
     cpu: u32,
     valid_word: impl Fn(u64) -> bool,

@@ -38,6 +38,7 @@ mod log;
 mod namespace;
 mod recovery;
 mod space;
+mod vol;
 
 pub use error::{FsError, Result};
 pub use fs::{mkfs, mkfs_pm, mount, FileHandle, Fs};

@@ -50,7 +50,7 @@ use crate::format::{
     LOG_MAGIC_OFF, LOG_NEXT_OFF, LOG_OWNER_OFF, UNIT,
 };
 use crate::space::Space;
-use pm::Pm;
+use crate::vol::Vol;
 use rustc_hash::FxHashMap;
 use std::collections::HashMap;
 
@@ -102,7 +102,7 @@ pub(crate) struct Staged {
 impl Staged {
     /// Undoes an append that will not be committed: zeroes what it wrote in the old
     /// tail page (flushed; the next commit's fence orders it) and gives back its pages.
-    pub fn abandon(self, pm: &Pm, space: &Space) {
+    pub fn abandon(self, pm: &Vol, space: &Space) {
         let (from, to) = self.dirty;
         if to > from {
             pm.zero(from, to - from);
@@ -118,7 +118,7 @@ impl Staged {
 /// leader with a zero mark and its group size, followers with their follower mark —
 /// and flushes them. Returns the leader's commit word, for [`mark_reserved`] after the
 /// caller's fence.
-pub(crate) fn write_reserved(pm: &Pm, r: &Reservation, entries: &[Entry]) -> u64 {
+pub(crate) fn write_reserved(pm: &Vol, r: &Reservation, entries: &[Entry]) -> u64 {
     let mut leader_word = 0;
     for (i, (e, &pos)) in entries.iter().zip(&r.offsets).enumerate() {
         let mut body = e.encode();
@@ -136,7 +136,7 @@ pub(crate) fn write_reserved(pm: &Pm, r: &Reservation, entries: &[Entry]) -> u64
 }
 
 /// Concurrent append, step 4 (no lock, after the caller's fence): the commit mark.
-pub(crate) fn mark_reserved(pm: &Pm, r: &Reservation, word: u64) {
+pub(crate) fn mark_reserved(pm: &Vol, r: &Reservation, word: u64) {
     if let Some(&pos) = r.offsets.first() {
         pm.store_u64(pos, word);
         pm.flush(pos, 8);
@@ -144,7 +144,7 @@ pub(crate) fn mark_reserved(pm: &Pm, r: &Reservation, word: u64) {
 }
 
 /// Zeroes a fresh log page and writes its tail (owner, magic); flushed, not fenced.
-pub(crate) fn init_page(pm: &Pm, block: u64, owner: u64) {
+pub(crate) fn init_page(pm: &Vol, block: u64, owner: u64) {
     let off = block * BLOCK;
     pm.zero(off, BLOCK);
     pm.write(off + LOG_OWNER_OFF, &owner.to_le_bytes());
@@ -155,7 +155,7 @@ pub(crate) fn init_page(pm: &Pm, block: u64, owner: u64) {
 impl LogState {
     /// Reserves space for `entries` after the tail, writes and flushes their bodies.
     /// Nothing becomes visible until the caller fences, marks and moves the tail.
-    pub fn stage(&self, pm: &Pm, space: &Space, owner: u64, entries: &[Entry]) -> Result<Staged> {
+    pub fn stage(&self, pm: &Vol, space: &Space, owner: u64, entries: &[Entry]) -> Result<Staged> {
         let mut st = Staged {
             offsets: Vec::with_capacity(entries.len()),
             dirty: (self.tail, self.tail),
@@ -221,7 +221,7 @@ impl LogState {
     /// into it. Needs an existing log (every inode has one from its creation).
     pub fn reserve(
         &mut self,
-        pm: &Pm,
+        pm: &Vol,
         space: &Space,
         owner: u64,
         entries: &[Entry],
@@ -282,7 +282,7 @@ impl LogState {
     /// the newest to finish (tail = max in log order). Neither flushed nor fenced:
     /// the caller flushes the tail word and fences after dropping the lock (the word
     /// then holds this end or a later one). Returns whether the tail word was stored.
-    pub fn complete(&mut self, pm: &Pm, inode_off: u64, r: &Reservation) -> bool {
+    pub fn complete(&mut self, pm: &Vol, inode_off: u64, r: &Reservation) -> bool {
         for &off in &r.offsets {
             if let Some(c) = self.page_live.get_mut(&(off / BLOCK)) {
                 *c = c.saturating_sub(1);
@@ -334,7 +334,7 @@ impl LogState {
     /// closed with one 8-byte store (the predecessor's next pointer or the inode's
     /// head word), so any subset of the stores that reaches PM leaves a valid chain.
     /// Returns the pages to free (after the fence here).
-    pub fn fast_gc(&mut self, pm: &Pm, inode_off: u64) -> Vec<u64> {
+    pub fn fast_gc(&mut self, pm: &Vol, inode_off: u64) -> Vec<u64> {
         // Pages from the one holding the PM tail on stay: recovery walks to it.
         let n = match self.pages.iter().position(|&p| p == self.durable / BLOCK) {
             Some(i) => i + 1,
@@ -418,7 +418,7 @@ mod tests {
     /// that skipped to a new page would have exposed to recovery.
     #[test]
     fn an_abandoned_append_leaves_nothing_past_the_tail() {
-        let pm = Pm::anonymous(8 << 20).unwrap();
+        let pm = Vol::new(pm::Pm::anonymous(8 << 20).unwrap());
         let geo = Geometry::compute(8 << 20, 1, 64).unwrap();
         let space = Space::empty(geo);
         space.free_run(geo.data_start, 1);
@@ -440,7 +440,7 @@ mod tests {
 
     #[test]
     fn fast_gc_unlinks_dead_pages_but_keeps_the_tail_page() {
-        let pm = Pm::anonymous(8 << 20).unwrap();
+        let pm = Vol::new(pm::Pm::anonymous(8 << 20).unwrap());
         let geo = Geometry::compute(8 << 20, 1, 64).unwrap();
         let space = Space::empty(geo);
         space.free_run(geo.data_start, 10);
@@ -480,7 +480,7 @@ mod tests {
         use std::sync::Arc;
 
         const INO: u64 = 9;
-        let pm = Arc::new(Pm::anonymous(8 << 20).unwrap());
+        let pm = Arc::new(Vol::new(pm::Pm::anonymous(8 << 20).unwrap()));
         let geo = Geometry::compute(8 << 20, 1, 64).unwrap();
         let space = Arc::new(Space::empty(geo));
         space.free_run(geo.data_start, 8);

@@ -26,7 +26,7 @@ use crate::format::{
 use crate::inode::InodeState;
 use crate::space::Run;
 use crate::types::{FileKind, Ino, ROOT_INO};
-use pm::Pm;
+use crate::vol::Vol;
 use std::collections::{HashMap, HashSet};
 
 /// What loading an image produced.
@@ -52,7 +52,7 @@ pub(crate) enum Mode {
 }
 
 /// Reads and validates the superblock; repairs the primary from the replica.
-pub(crate) fn read_superblock(pm: &Pm, problems: &mut Vec<String>) -> Result<Geometry> {
+pub(crate) fn read_superblock(pm: &Vol, problems: &mut Vec<String>) -> Result<Geometry> {
     let mut b = [0u8; 128];
     pm.read(0, &mut b);
     let primary = Geometry::decode(&b, pm.len());
@@ -101,7 +101,7 @@ fn journalable(geo: &Geometry, off: u64) -> bool {
 }
 
 /// Loads the image: journal rollback, log replay, orphans, free space.
-pub(crate) fn load(pm: &Pm, mode: Mode) -> Result<Loaded> {
+pub(crate) fn load(pm: &Vol, mode: Mode) -> Result<Loaded> {
     let mut problems = Vec::new();
     let geo = read_superblock(pm, &mut problems)?;
     let state = pm.read_u64(SB_STATE_OFF);
@@ -150,7 +150,7 @@ pub(crate) fn load(pm: &Pm, mode: Mode) -> Result<Loaded> {
 }
 
 fn rollback_journals(
-    pm: &Pm,
+    pm: &Vol,
     geo: &Geometry,
     mode: Mode,
     problems: &mut Vec<String>,
@@ -168,7 +168,7 @@ fn rollback_journals(
 
 type Inodes = (HashMap<Ino, InodeState>, Vec<Ino>);
 
-fn load_inodes(pm: &Pm, geo: &Geometry, mode: Mode, problems: &mut Vec<String>) -> Result<Inodes> {
+fn load_inodes(pm: &Vol, geo: &Geometry, mode: Mode, problems: &mut Vec<String>) -> Result<Inodes> {
     let mut states: HashMap<Ino, InodeState> = HashMap::new();
     let mut free_inos = Vec::new();
     let mut tail_fixes = 0;
@@ -204,7 +204,7 @@ fn load_inodes(pm: &Pm, geo: &Geometry, mode: Mode, problems: &mut Vec<String>) 
 }
 
 fn load_rest(
-    pm: &Pm,
+    pm: &Vol,
     geo: Geometry,
     mode: Mode,
     clean: bool,
@@ -275,7 +275,7 @@ fn load_rest(
 
 /// Loads one inode: static part, log chain, replay.
 fn load_inode(
-    pm: &Pm,
+    pm: &Vol,
     geo: &Geometry,
     ino: Ino,
     tail_fixes: &mut u32,
@@ -366,7 +366,7 @@ pub(crate) struct Group {
 
 /// Reads, checks and decodes the entry at `pos` whose mark announced `units` and `crc`.
 fn read_entry(
-    pm: &Pm,
+    pm: &Vol,
     geo: &Geometry,
     st: &InodeState,
     pos: u64,
@@ -399,7 +399,7 @@ fn read_entry(
 /// Replays the committed entries of one log page in `[base, end)`. `group` carries a
 /// committed concurrent group across pages (its members are consecutive slots).
 pub(crate) fn replay_page(
-    pm: &Pm,
+    pm: &Vol,
     geo: &Geometry,
     st: &mut InodeState,
     base: u64,
@@ -663,7 +663,7 @@ fn describe_freelist_mismatch(saved: &[Run], computed: &[Run]) -> String {
 }
 
 /// The free list saved at the last clean unmount, if intact.
-fn read_saved_freelist(pm: &Pm, geo: &Geometry) -> Option<Vec<Run>> {
+fn read_saved_freelist(pm: &Vol, geo: &Geometry) -> Option<Vec<Run>> {
     let base = geo.freelist_start * BLOCK;
     if pm.read_u64(base) != FREELIST_MAGIC {
         return None;
@@ -692,7 +692,7 @@ fn read_saved_freelist(pm: &Pm, geo: &Geometry) -> Option<Vec<Run>> {
 
 /// Saves the free list (clean unmount). Returns false when it does not fit (the next
 /// mount then rebuilds it by scanning).
-pub(crate) fn save_freelist(pm: &Pm, geo: &Geometry, runs: &[Run]) -> bool {
+pub(crate) fn save_freelist(pm: &Vol, geo: &Geometry, runs: &[Run]) -> bool {
     if runs.len() > crate::format::freelist_capacity(geo) {
         return false;
     }
@@ -719,8 +719,8 @@ mod tests {
     use crate::space::Space;
     use crate::types::Timespec;
 
-    fn setup() -> (Pm, Geometry, Space, LogState) {
-        let pm = Pm::anonymous(8 << 20).unwrap();
+    fn setup() -> (Vol, Geometry, Space, LogState) {
+        let pm = Vol::new(pm::Pm::anonymous(8 << 20).unwrap());
         let geo = Geometry::compute(8 << 20, 1, 64).unwrap();
         let space = Space::empty(geo);
         space.free_run(geo.data_start, 4);
@@ -744,7 +744,7 @@ mod tests {
         }
     }
 
-    fn replay(pm: &Pm, geo: &Geometry, log: &LogState) -> std::result::Result<Vec<u64>, String> {
+    fn replay(pm: &Vol, geo: &Geometry, log: &LogState) -> std::result::Result<Vec<u64>, String> {
         let mut st = InodeState::new(9, FileKind::Regular);
         let base = log.pages[0] * BLOCK;
         let mut group = None;

@@ -138,15 +138,15 @@ fn counters_of_a_4k_write_are_exact() {
     let img = common::fresh(32 << 20);
     let fs = common::mount(&img);
     let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
-    let before = fs.pm().thread_counters();
+    let before = fs.thread_counters();
     fs.write(f.ino, 0, &[0x5a; 4096]).unwrap();
-    let d = fs.pm().thread_counters().since(&before);
+    let d = fs.thread_counters().since(&before);
     assert_eq!(d.nt_bytes_written, 4096);
     assert_eq!(d.bytes_written, 4096 + 64 + 8);
     assert_eq!(d.flushes, 2);
     assert_eq!(d.fences, 2);
     // A create touches two inodes: the journal's four fences.
-    let before = fs.pm().thread_counters();
+    let before = fs.thread_counters();
     fs.create(ROOT_INO, b"g", 0o644, 0, 0).unwrap();
-    assert_eq!(fs.pm().thread_counters().since(&before).fences, 4);
+    assert_eq!(fs.thread_counters().since(&before).fences, 4);
 }

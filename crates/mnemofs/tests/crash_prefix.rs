@@ -243,9 +243,9 @@ fn every_fence_of_every_operation_recovers_atomically() {
     let fs = Fs::from_pm(pm, &opts()).unwrap();
     let mut trees = vec![dump(&fs)];
     for i in 0..OPS {
-        fs.pm().marker(Marker::OpBegin(format!("op{i}")));
+        fs.marker(Marker::OpBegin(format!("op{i}")));
         workload(&fs, i);
-        fs.pm().marker(Marker::OpEnd(format!("op{i}")));
+        fs.marker(Marker::OpEnd(format!("op{i}")));
         trees.push(dump(&fs));
     }
     let events = rec.take();

@@ -361,9 +361,9 @@ fn counters_of_a_128_byte_write_are_exact_in_every_mode() {
             .ino;
         fs.write(ino, 0, &[1u8; 8192]).unwrap();
         for (k, &(bytes, nt, flushes, fences)) in want.iter().enumerate() {
-            let before = fs.pm().thread_counters();
+            let before = fs.thread_counters();
             fs.write(ino, 640, &[2 + k as u8; 128]).unwrap();
-            let d = fs.pm().thread_counters().since(&before);
+            let d = fs.thread_counters().since(&before);
             let got = (d.bytes_written, d.nt_bytes_written, d.flushes, d.fences);
             assert_eq!(
                 got,

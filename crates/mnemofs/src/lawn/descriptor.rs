@@ -19,14 +19,15 @@
 //! clear → set → clear). The crash explorer's `--tear-16` modes check this by
 //! persisting either half alone.
 
-use pm::{Pm, Store16};
+use crate::vol::Vol;
+use pm::Store16;
 
 /// Sets (or, with 0, clears) the descriptor at `off`, durable at the caller's next
 /// fence: one 16-byte store, non-temporal or cached and written back, as `kind` says
 /// (`LawnCore::desc_store`, measured at mount). Torn, either is still safe (see
 /// above).
 #[inline]
-pub fn store(pm: &Pm, kind: Store16, off: u64, v: u128) {
+pub fn store(pm: &Vol, kind: Store16, off: u64, v: u128) {
     pm.store_u128_durable(kind, off, v);
 }
 

@@ -41,10 +41,11 @@ use crate::fs::Fs;
 use crate::inode::Inode;
 use crate::space::Run;
 use crate::types::{Ino, SmallWriteMode, Timespec};
+use crate::vol::Vol;
 use crossbeam_utils::CachePadded;
 use descriptor::Desc;
 use parking_lot::{Condvar, Mutex};
-use pm::{Pm, Store16};
+use pm::Store16;
 use spin::SpinMutex;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -120,7 +121,7 @@ impl Lawn {
     /// [`Pm::calibrate_store16`] measures cheaper over the (clear) descriptors of up
     /// to 256 free slots, one per descriptor line: the region is quiescent until mount
     /// returns, and only those 16-byte words are stored (zeros over zeros).
-    pub fn new(pm: &Pm, geo: Geometry, subs: Vec<SubZone>, desc_store: Option<Store16>) -> Lawn {
+    pub fn new(pm: &Vol, geo: Geometry, subs: Vec<SubZone>, desc_store: Option<Store16>) -> Lawn {
         let desc_store = desc_store.unwrap_or_else(|| {
             let offs: Vec<u64> = subs
                 .first()
@@ -165,7 +166,7 @@ impl Lawn {
     }
 
     /// Starts the background write-back thread.
-    pub fn start_writeback(&self, pm: Arc<Pm>) {
+    pub fn start_writeback(&self, pm: Arc<Vol>) {
         if self.core.subs.is_empty() {
             return;
         }
@@ -267,7 +268,7 @@ impl LawnCore {
 
     /// Copies the zone slices of page `pgoff` (stored in `block`) that fall into
     /// `[lo, lo + out.len())` of the file over `out`.
-    pub fn overlay(&self, pm: &Pm, ino: Ino, pgoff: u64, block: u64, lo: u64, out: &mut [u8]) {
+    pub fn overlay(&self, pm: &Vol, ino: Ino, pgoff: u64, block: u64, lo: u64, out: &mut [u8]) {
         if !self.may_hold.load(Ordering::Acquire) || self.subs.is_empty() {
             return;
         }
@@ -311,7 +312,7 @@ impl LawnCore {
     /// Before data blocks are freed: clears (persisted) every descriptor that shadows
     /// one of them, so that a block reused later can never match a stale descriptor.
     /// The caller has committed the entries that unmapped the blocks.
-    pub fn before_free(&self, pm: &Pm, freed: &[Run]) {
+    pub fn before_free(&self, pm: &Vol, freed: &[Run]) {
         if !self.may_hold.load(Ordering::Acquire) || freed.is_empty() {
             return;
         }
@@ -353,7 +354,7 @@ impl LawnCore {
     /// Writes runs of one page back to its block in the file and clears their
     /// descriptors. Changes no file contents; the caller holds the page's data lock
     /// (write) and `z`, the page's sub-zone.
-    pub fn writeback_locked(&self, pm: &Pm, z: &mut SubZone, runs: &[RunInfo]) {
+    pub fn writeback_locked(&self, pm: &Vol, z: &mut SubZone, runs: &[RunInfo]) {
         self.copy_back(pm, runs);
         self.forget(z, runs);
     }
@@ -361,7 +362,7 @@ impl LawnCore {
     /// The PM half of a write-back: the runs' slots into the file page in place,
     /// fence, their descriptors cleared, fence. Needs the page's data lock (write),
     /// which keeps every other user of these runs out, but not the sub-zone lock.
-    fn copy_back(&self, pm: &Pm, runs: &[RunInfo]) {
+    fn copy_back(&self, pm: &Vol, runs: &[RunInfo]) {
         if runs.is_empty() {
             return;
         }
@@ -395,7 +396,7 @@ impl LawnCore {
     /// Writes back every run of sub-zone `sub` whose page can be locked (used by
     /// the thread and by [`Fs::lawn_writeback`]); `until_free` stops once that many
     /// slots are free in the sub-zone. Returns the runs written back.
-    pub fn writeback_sub(&self, pm: &Pm, sub: usize, until_free: u64, batch: usize) -> u64 {
+    pub fn writeback_sub(&self, pm: &Vol, sub: usize, until_free: u64, batch: usize) -> u64 {
         let mut done = 0;
         loop {
             let victims = {

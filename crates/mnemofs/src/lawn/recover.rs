@@ -17,13 +17,13 @@ use crate::format::{Geometry, BLOCK, DESC_SIZE};
 use crate::inode::InodeState;
 use crate::recovery::Mode;
 use crate::types::{FileKind, Ino};
-use pm::Pm;
+use crate::vol::Vol;
 use std::collections::HashMap;
 
 /// Scans the table; returns the sub-zones. Clears stale and bad descriptors when
 /// mounting; lists problems when checking.
 pub(crate) fn scan(
-    pm: &Pm,
+    pm: &Vol,
     geo: &Geometry,
     states: &HashMap<Ino, InodeState>,
     mode: Mode,

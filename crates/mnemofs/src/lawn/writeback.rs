@@ -6,7 +6,7 @@
 //! slice; writers never wait for it (a full sub-zone makes them take page CoW).
 
 use super::{LawnCore, HIGH_WATER_PCT, LOW_WATER_PCT};
-use pm::Pm;
+use crate::vol::Vol;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -15,7 +15,7 @@ const BATCH: usize = 32;
 /// How often an idle thread looks at the sub-zones anyway.
 const IDLE: Duration = Duration::from_millis(100);
 
-pub(crate) fn run(core: &LawnCore, pm: &Pm) {
+pub(crate) fn run(core: &LawnCore, pm: &Vol) {
     loop {
         {
             let mut w = core.wake.lock();
