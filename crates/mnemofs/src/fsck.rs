@@ -53,21 +53,8 @@ pub fn fsck_pm(pm: &Pm) -> Result<FsckReport> {
 /// it (the crash explorer's copies; nobody else may use `pm` afterwards).
 pub fn fsck_private(pm: &Pm) -> Result<FsckReport> {
     let pm = Vol::of(pm);
-    let mut loaded = recovery::load(pm, Mode::Fsck)?;
-    crate::finelog::recover(
-        pm,
-        &loaded.geo,
-        &loaded.states,
-        Mode::Fsck,
-        &mut loaded.problems,
-    );
-    let subs = crate::lawn::recover::scan(
-        pm,
-        &loaded.geo,
-        &loaded.states,
-        Mode::Fsck,
-        &mut loaded.problems,
-    );
+    let rec = recovery::recover(pm, Mode::Fsck, true)?;
+    let (loaded, subs) = (rec.loaded, rec.subs);
     let mut r = FsckReport {
         lawn_runs: subs.iter().map(|z| z.runs() as u64).sum(),
         problems: loaded.problems,

@@ -413,13 +413,13 @@ pub(crate) struct Inode {
 }
 
 impl Inode {
-    pub fn new(st: InodeState, opts: &crate::types::MountOptions) -> Inode {
+    pub fn new(st: InodeState, lock: crate::types::LockMode, segment_size: u64) -> Inode {
         Inode {
             ino: st.ino,
             kind: st.kind,
             index: st.index.clone(),
             state: std::sync::Arc::new(Mutex::new(st)),
-            data: FileLock::new(opts.lock, opts.segment_size),
+            data: FileLock::new(lock, segment_size),
             opens: AtomicU32::new(0),
             lookups: AtomicU64::new(0),
             lawn_registered: std::sync::atomic::AtomicBool::new(false),

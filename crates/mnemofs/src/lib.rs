@@ -23,24 +23,26 @@ pub mod error;
 pub mod format;
 pub mod types;
 
-mod cow;
-mod finelog;
-mod fs;
+mod data;
+mod engine;
 pub mod fsck;
 mod index;
 mod inode;
 #[doc(hidden)]
 pub mod interleave;
+mod itable;
 mod journal;
-mod lawn;
 mod lock;
 mod log;
+mod mkfs;
 mod namespace;
 mod recovery;
 mod space;
+mod store;
 mod vol;
 
+pub use engine::{mount, FileHandle, Fs};
 pub use error::{FsError, Result};
-pub use fs::{mkfs, mkfs_pm, mount, FileHandle, Fs};
 pub use fsck::{fsck, FsckReport};
+pub use mkfs::{mkfs, mkfs_pm, MKFS_PM_MIN};
 pub use types::*;

@@ -2,16 +2,19 @@
 //! rename, readdir, readlink.
 //!
 //! Every operation that touches several inodes appends its entries to each log and
-//! commits them together through the lite journal (`Fs::commit`). Inodes are locked in
+//! commits them together through the lite journal (`Store::commit`). Inodes are locked in
 //! ascending inode order; an operation that must look a name up first looks, unlocks,
 //! locks everything in order and checks that the name still means the same inode.
 
 use crate::bugs::{self, Bug};
+use crate::data::{DataPlane, MAX_FILE_SIZE};
 use crate::error::{FsError, Result};
 use crate::format::{Entry, BLOCK, DENTRY_ADD, DENTRY_REMOVE, INO_VALID_OFF};
-use crate::fs::{Fs, Guard, LINK_MAX};
 use crate::inode::{DirSlot, Inode, InodeState, FIRST_COOKIE};
+use crate::itable::{Guard, InodeTable};
+use crate::store::Store;
 use crate::types::*;
+use parking_lot::Mutex;
 use std::sync::Arc;
 
 type Locked = Vec<(Arc<Inode>, Guard)>;
@@ -41,7 +44,7 @@ fn dir_slot(s: &InodeState, name: &[u8]) -> Result<Option<DirSlot>> {
 
 /// Appends each inode's planned entries and commits them together.
 fn commit_locked(
-    fs: &Fs,
+    data: &DataPlane,
     locked: &mut Locked,
     mut plan: Vec<(Ino, Vec<Entry>)>,
     extra: &[(u64, u64)],
@@ -61,15 +64,128 @@ fn commit_locked(
             parts.push((&mut **g, mine));
         }
     }
-    fs.commit(&mut parts, extra)
+    data.commit(&mut parts, extra)
 }
 
-impl Fs {
+/// Largest link count.
+pub(crate) const LINK_MAX: u32 = 65000;
+
+/// The namespace operations of a mount, over the pieces they use.
+pub(crate) struct Namespace<'a> {
+    /// Volume, geometry, space, journals, log commit.
+    pub store: &'a Store,
+    /// Live inodes.
+    pub table: &'a InodeTable,
+    /// File data (truncation, frees through the invalidation point).
+    pub data: &'a DataPlane,
+    /// Serializes renames (like the VFS rename mutex) so that directory-loop checks
+    /// see a stable tree.
+    pub rename_lock: &'a Mutex<()>,
+}
+
+impl Namespace<'_> {
+    /// The attributes of `ino`.
+    pub fn getattr(&self, ino: Ino) -> Result<Attr> {
+        let (_i, st) = self.table.lock(ino)?;
+        Ok(st.attr())
+    }
+
+    /// Changes the attributes `req` names (a size change truncates or extends).
+    pub fn setattr(&self, ino: Ino, req: &SetAttr) -> Result<Attr> {
+        let inode = self.table.get(ino)?;
+        // The whole file: a setattr entry is a full snapshot (size included), so no
+        // concurrent data write may sit between its snapshot and its commit — replay
+        // (log order) and run time (completion order) would disagree on the size.
+        let _d = inode.data.write(0, u64::MAX);
+        let mut st = inode.state.lock_arc();
+        if st.dead {
+            return Err(FsError::NotFound);
+        }
+        let now = Timespec::now();
+        let mut entries = Vec::new();
+        let mut flags = 0;
+        let mut cow_block = None;
+        let old_size = st.size;
+        if let Some(size) = req.size {
+            match st.kind {
+                FileKind::Regular => {}
+                FileKind::Directory => return Err(FsError::IsDir),
+                _ => return Err(FsError::Invalid("size change of a special file")),
+            }
+            if size > MAX_FILE_SIZE {
+                return Err(FsError::TooBig);
+            }
+            if size < old_size {
+                flags = crate::format::SETATTR_SHRINK;
+                // The partial last page keeps only the bytes below the new size, so
+                // that a later extension reads zeros there.
+                if let Some((e, block)) = self.data.cow_zero_tail(&st, size)? {
+                    entries.push(e);
+                    cow_block = Some(block);
+                }
+            }
+        }
+        let mut snap = st.setattr_entry(flags);
+        if let Entry::SetAttr {
+            mode,
+            uid,
+            gid,
+            size,
+            atime,
+            mtime,
+            ctime,
+            ..
+        } = &mut snap
+        {
+            if let Some(m) = req.mode {
+                *mode = (*mode & libc::S_IFMT) | (m & 0o7777);
+            }
+            if let Some(u) = req.uid {
+                *uid = u;
+            }
+            if let Some(g) = req.gid {
+                *gid = g;
+            }
+            if let Some(s) = req.size {
+                *size = s;
+            }
+            if let Some(a) = req.atime {
+                *atime = a;
+            }
+            if let Some(m) = req.mtime {
+                *mtime = m;
+            }
+            *ctime = req.ctime.unwrap_or(now);
+        }
+        entries.push(snap);
+        if let Err(e) = self.data.commit(&mut [(&mut *st, entries)], &[]) {
+            if let Some(b) = cow_block {
+                self.store.space.free_run(b, 1);
+            }
+            return Err(e);
+        }
+        Ok(st.attr())
+    }
+
+    pub fn statfs(&self) -> StatFs {
+        let free = self.store.space.free_blocks();
+        let ifree = self.table.free_count();
+        StatFs {
+            block_size: BLOCK as u32,
+            blocks: self.store.geo.data_blocks(),
+            blocks_free: free,
+            blocks_avail: self.store.space.available(),
+            files: self.store.geo.inode_count,
+            files_free: ifree,
+            name_max: NAME_MAX as u32,
+        }
+    }
+
     pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Attr> {
         if name.len() > NAME_MAX {
             return Err(FsError::NameTooLong);
         }
-        let (_p, ps) = self.lock(parent)?;
+        let (_p, ps) = self.table.lock(parent)?;
         let dir = ps.dir.as_ref().ok_or(FsError::NotDir)?;
         if name == b"." {
             return Ok(ps.attr());
@@ -151,7 +267,7 @@ impl Fs {
         target: Option<&[u8]>,
     ) -> Result<Attr> {
         check_name(name)?;
-        let (_pi, mut ps) = self.lock(parent)?;
+        let (_pi, mut ps) = self.table.lock(parent)?;
         if dir_slot(&ps, name)?.is_some() {
             return Err(FsError::Exists);
         }
@@ -170,22 +286,22 @@ impl Fs {
                 perm |= libc::S_ISGID;
             }
         }
-        let ino = self.alloc_ino()?;
+        let ino = self.table.alloc_ino()?;
         let now = Timespec::now();
         let size = target.map(|t| t.len() as u64).unwrap_or(0);
         let mut centries = Vec::new();
         let mut data_block = None;
         if let Some(t) = target {
-            let b = match self.space.alloc_one(false) {
+            let b = match self.store.space.alloc_one(false) {
                 Ok(b) => b,
                 Err(e) => {
-                    self.release_ino(ino);
+                    self.table.release_ino(ino);
                     return Err(e);
                 }
             };
             let mut page = vec![0u8; BLOCK as usize];
             page[..t.len()].copy_from_slice(t);
-            self.pm.write_nt(b * BLOCK, &page);
+            self.store.vol.write_nt(b * BLOCK, &page);
             data_block = Some(b);
             centries.push(Entry::Write {
                 pgoff: 0,
@@ -229,16 +345,19 @@ impl Fs {
                 ctime: now,
             });
         }
-        self.write_slot(ino, kind);
+        self.table.write_slot(&self.store.vol, ino, kind);
         let mut cs = InodeState::new(ino, kind);
-        let valid = (self.geo.inode_off(ino) + INO_VALID_OFF, 1);
+        let valid = (self.store.geo.inode_off(ino) + INO_VALID_OFF, 1);
         if bugs::on(Bug::InodeValidInPlace) {
             self.store_persist(valid.0, 1);
         }
-        if let Err(e) = self.commit(&mut [(&mut *ps, pentries), (&mut cs, centries)], &[valid]) {
-            self.release_ino(ino);
+        if let Err(e) = self
+            .data
+            .commit(&mut [(&mut *ps, pentries), (&mut cs, centries)], &[valid])
+        {
+            self.table.release_ino(ino);
             if let Some(b) = data_block {
-                self.space.free_run(b, 1);
+                self.store.space.free_run(b, 1);
             }
             return Err(e);
         }
@@ -248,7 +367,7 @@ impl Fs {
         let attr = cs.attr();
         // Visible in the table before the parent's lock is released, so a lookup of
         // the new name always finds the inode.
-        self.insert_inode(cs);
+        self.table.insert_inode(cs);
         drop(ps);
         Ok(attr)
     }
@@ -273,7 +392,7 @@ impl Fs {
         }
         loop {
             let slot = {
-                let (_p, ps) = self.lock(parent)?;
+                let (_p, ps) = self.table.lock(parent)?;
                 dir_slot(&ps, name)?.ok_or(FsError::NotFound)?
             };
             let is_dir = slot.kind == FileKind::Directory;
@@ -283,7 +402,7 @@ impl Fs {
             if !want_dir && is_dir {
                 return Err(FsError::IsDir);
             }
-            let mut locked = self.lock_many(&[parent, slot.ino])?;
+            let mut locked = self.table.lock_many(&[parent, slot.ino])?;
             if dir_slot(st(&locked, parent), name)?.map(|s| s.ino) != Some(slot.ino) {
                 continue;
             }
@@ -317,18 +436,18 @@ impl Fs {
                 ctime: now,
             }];
             if new_nlink == 0 && bugs::on(Bug::FreeBeforeCommit) {
-                self.store_persist(self.geo.inode_off(slot.ino) + INO_VALID_OFF, 0);
+                self.store_persist(self.store.geo.inode_off(slot.ino) + INO_VALID_OFF, 0);
             }
             if bugs::on(Bug::LinkCountInPlace) {
-                commit_locked(self, &mut locked, vec![(slot.ino, link)], &[])?;
-                commit_locked(self, &mut locked, vec![(parent, pentries)], &[])?;
+                commit_locked(self.data, &mut locked, vec![(slot.ino, link)], &[])?;
+                commit_locked(self.data, &mut locked, vec![(parent, pentries)], &[])?;
             } else {
                 let plan = vec![(parent, pentries), (slot.ino, link)];
-                commit_locked(self, &mut locked, plan, &[])?;
+                commit_locked(self.data, &mut locked, plan, &[])?;
             }
             drop(locked);
             if new_nlink == 0 {
-                self.maybe_free(slot.ino);
+                self.table.maybe_free(self.store, slot.ino);
             }
             return Ok(());
         }
@@ -336,7 +455,7 @@ impl Fs {
 
     pub fn link(&self, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
         check_name(newname)?;
-        let mut locked = self.lock_many(&[ino, newparent])?;
+        let mut locked = self.table.lock_many(&[ino, newparent])?;
         let ps = st(&locked, newparent);
         if dir_slot(ps, newname)?.is_some() {
             return Err(FsError::Exists);
@@ -380,29 +499,29 @@ impl Fs {
                 }],
             ),
         ];
-        commit_locked(self, &mut locked, plan, &[])?;
+        commit_locked(self.data, &mut locked, plan, &[])?;
         Ok(st(&locked, ino).attr())
     }
 
     /// One 8-byte store made durable on its own (injected bugs only).
     fn store_persist(&self, off: u64, v: u64) {
-        self.pm.store_u64(off, v);
-        self.pm.flush(off, 8);
+        self.store.vol.store_u64(off, v);
+        self.store.vol.flush(off, 8);
         // Fence: the in-place word is durable at once (that is the bug).
-        self.pm.fence();
+        self.store.vol.fence();
     }
 
     /// Whether directory `a` is `d` or one of its ancestors (rename lock held).
     fn is_ancestor(&self, a: Ino, d: Ino) -> Result<bool> {
         let mut cur = d;
-        for _ in 0..=self.geo.inode_count {
+        for _ in 0..=self.store.geo.inode_count {
             if cur == a {
                 return Ok(true);
             }
             if cur == ROOT_INO {
                 return Ok(false);
             }
-            cur = self.lock(cur)?.1.parent;
+            cur = self.table.lock(cur)?.1.parent;
         }
         Err(FsError::Corrupt(
             "directory parent chain has a cycle".into(),
@@ -424,7 +543,7 @@ impl Fs {
         let _rl = self.rename_lock.lock();
         loop {
             let (src, dst) = {
-                let locked = self.lock_many(&[op, np])?;
+                let locked = self.table.lock_many(&[op, np])?;
                 let s = dir_slot(st(&locked, op), on)?.ok_or(FsError::NotFound)?;
                 let pd = st(&locked, np);
                 let d = dir_slot(pd, nn)?;
@@ -467,7 +586,7 @@ impl Fs {
             if let Some(d) = &dst {
                 inos.push(d.ino);
             }
-            let mut locked = self.lock_many(&inos)?;
+            let mut locked = self.table.lock_many(&inos)?;
             let now_src = dir_slot(st(&locked, op), on)?;
             let now_dst = dir_slot(st(&locked, np), nn)?;
             if now_src.as_ref() != Some(&src) || now_dst != dst {
@@ -624,11 +743,11 @@ impl Fs {
                     .find(|(i, _)| *i == op)
                     .map(|(_, v)| v.remove(0));
                 if let Some(e) = first {
-                    commit_locked(self, &mut locked, vec![(op, vec![e])], &[])?;
+                    commit_locked(self.data, &mut locked, vec![(op, vec![e])], &[])?;
                 }
                 plan.retain(|(_, v)| !v.is_empty());
             }
-            commit_locked(self, &mut locked, plan, &[])?;
+            commit_locked(self.data, &mut locked, plan, &[])?;
             for (inode, g) in locked.iter_mut() {
                 if s_dir && inode.ino == src.ino {
                     g.parent = np;
@@ -639,21 +758,21 @@ impl Fs {
             }
             drop(locked);
             if let Some(d) = freed_dst {
-                self.maybe_free(d);
+                self.table.maybe_free(self.store, d);
             }
             return Ok(());
         }
     }
 
     pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
-        let (_i, s) = self.lock(ino)?;
+        let (_i, s) = self.table.lock(ino)?;
         if s.kind != FileKind::Symlink {
             return Err(FsError::Invalid("not a symlink"));
         }
         let len = s.size.min(BLOCK) as usize;
         let mut out = vec![0u8; len];
         if let Some(p) = s.pages.get(&0) {
-            self.pm.read(p.block * BLOCK, &mut out);
+            self.store.vol.read(p.block * BLOCK, &mut out);
         }
         Ok(out)
     }
@@ -662,7 +781,7 @@ impl Fs {
     /// `max`. An entry keeps its offset for as long as it exists, so a listing that
     /// continues after concurrent changes neither repeats nor skips surviving names.
     pub fn readdir(&self, ino: Ino, offset: u64, max: usize) -> Result<Vec<DirEntry>> {
-        let (_i, s) = self.lock(ino)?;
+        let (_i, s) = self.table.lock(ino)?;
         let dir = s.dir.as_ref().ok_or(FsError::NotDir)?;
         let mut out = Vec::new();
         if offset < 1 && out.len() < max {

@@ -16,6 +16,8 @@
 //! every problem instead of stopping at the first.
 
 use crate::bugs::{self, Bug};
+use crate::data::lawn::zone::SubZone;
+use crate::data::{finelog, lawn};
 use crate::error::{FsError, Result};
 use crate::format::{
     get_u64, group_size, parse_commit, verify_entry, CommitState, Entry, Geometry, BLOCK,
@@ -49,6 +51,32 @@ pub(crate) enum Mode {
     Mount,
     /// Checking a private copy: collect every problem, verify the free list.
     Fsck,
+}
+
+/// What the recovery pipeline produced.
+pub(crate) struct Recovered {
+    /// Inodes, free space, problems.
+    pub loaded: Loaded,
+    /// LAWN runs recovered from the descriptor table (empty unless kept).
+    pub subs: Vec<SubZone>,
+}
+
+/// The recovery pipeline, one for mount and fsck: [`load`] (superblock, journals,
+/// logs, namespace, space), then the small-write areas against the replayed
+/// mappings — fine-log redo records, LAWN descriptors. `keep_lawn`: a LAWN mount
+/// keeps the zone's runs; any other mount writes them back (`lawn::recover`).
+pub(crate) fn recover(vol: &Vol, mode: Mode, keep_lawn: bool) -> Result<Recovered> {
+    let mut loaded = load(vol, mode)?;
+    finelog::recover(vol, &loaded.geo, &loaded.states, mode, &mut loaded.problems);
+    let subs = lawn::recover::scan(
+        vol,
+        &loaded.geo,
+        &loaded.states,
+        mode,
+        keep_lawn,
+        &mut loaded.problems,
+    );
+    Ok(Recovered { loaded, subs })
 }
 
 /// Reads and validates the superblock; repairs the primary from the replica.

@@ -522,6 +522,7 @@ impl SubZone {
         self.runs_overlapping(ino, pgoff, 0, 63)
     }
 
+    #[cfg(test)]
     /// Whether any run shadows a page.
     pub fn has_page(&self, ino: Ino, pgoff: u64) -> bool {
         self.pages.contains_key(ino, pgoff)

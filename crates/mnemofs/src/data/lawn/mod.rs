@@ -37,10 +37,9 @@ pub(crate) mod zone;
 
 use crate::bugs::{self, Bug};
 use crate::format::{Geometry, BLOCK};
-use crate::fs::Fs;
 use crate::inode::Inode;
 use crate::space::Run;
-use crate::types::{Ino, SmallWriteMode, Timespec};
+use crate::types::Ino;
 use crate::vol::Vol;
 use crossbeam_utils::CachePadded;
 use descriptor::Desc;
@@ -57,16 +56,13 @@ pub(crate) const LOW_WATER_PCT: u64 = 10;
 /// The write-back thread stops once this share is free again (percent).
 pub(crate) const HIGH_WATER_PCT: u64 = 20;
 
-/// Counters of the small-write paths (exact; reported in `FsStats`; LAWN's zone and
-/// in-place writes are counted in their sub-zone, under its lock). Each on its own
-/// cache line: the write-back thread bumps `writebacks` (writers too, when they
-/// write back a partly overlapped run) while a writer bumps the others, and a shared
-/// line would bounce between them.
+/// LAWN's counters (exact; reported in `FsStats`; zone and in-place writes are
+/// counted in their sub-zone, under its lock). On its own cache line: the write-back
+/// thread bumps `writebacks` (writers too, when they write back a partly overlapped
+/// run) while writers bump the data plane's counters.
 #[derive(Default)]
 pub(crate) struct Counters {
     pub writebacks: CachePadded<AtomicU64>,
-    pub fallbacks: CachePadded<AtomicU64>,
-    pub finelog_writes: CachePadded<AtomicU64>,
 }
 
 /// Where a sub-zone's page table lies, published for lock-free prefetching: a
@@ -94,10 +90,6 @@ pub(crate) struct LawnCore {
     pub counters: Counters,
     /// Per sub-zone: where its page table lies (see [`TableHint`]).
     pub hints: Vec<CachePadded<TableHint>>,
-    /// Inodes whose mtime changed without a log entry (persisted at unmount), and
-    /// the last one added.
-    pub dirty_times: Mutex<HashSet<Ino>>,
-    pub last_dirty: AtomicU64,
     pub wake: Mutex<bool>,
     pub wake_cv: Condvar,
     /// A writer has woken the write-back thread and it has not started its pass
@@ -153,8 +145,6 @@ impl Lawn {
                 may_hold: CachePadded::new(AtomicBool::new(valid > 0)),
                 counters: Counters::default(),
                 hints,
-                dirty_times: Mutex::new(HashSet::new()),
-                last_dirty: AtomicU64::new(0),
                 wake: Mutex::new(false),
                 wake_cv: Condvar::new(),
                 kicked: CachePadded::new(AtomicBool::new(false)),
@@ -300,15 +290,6 @@ impl LawnCore {
         }
     }
 
-    /// Whether page `pgoff` of `ino` has zone slices.
-    pub fn has_page(&self, ino: Ino, pgoff: u64) -> bool {
-        self.may_hold.load(Ordering::Acquire)
-            && !self.subs.is_empty()
-            && self.subs[self.sub_of(ino, pgoff)]
-                .lock()
-                .has_page(ino, pgoff)
-    }
-
     /// Before data blocks are freed: clears (persisted) every descriptor that shadows
     /// one of them, so that a block reused later can never match a stale descriptor.
     /// The caller has committed the entries that unmapped the blocks.
@@ -394,7 +375,7 @@ impl LawnCore {
     }
 
     /// Writes back every run of sub-zone `sub` whose page can be locked (used by
-    /// the thread and by [`Fs::lawn_writeback`]); `until_free` stops once that many
+    /// the thread and by [`Lawn::writeback_all`]); `until_free` stops once that many
     /// slots are free in the sub-zone. Returns the runs written back.
     pub fn writeback_sub(&self, pm: &Vol, sub: usize, until_free: u64, batch: usize) -> u64 {
         let mut done = 0;
@@ -442,7 +423,7 @@ impl LawnCore {
 }
 
 /// A LAWN write whose PM stores are all issued, the last (its descriptor's set or
-/// clear, non-temporal) not yet fenced: [`Fs::lawn_finish`] fences it, after the
+/// clear, non-temporal) not yet fenced: [`Lawn::finish`] fences it, after the
 /// caller's last bookkeeping of the write.
 pub(crate) enum Staged {
     /// The slices went to a run of zone slots.
@@ -452,84 +433,15 @@ pub(crate) enum Staged {
     File { sub: usize, slot: u64, count: u64 },
 }
 
-impl Fs {
-    /// A sub-page overwrite by the mount's small-write mode (LAWN or fine-log).
-    /// Called with the page's data lock held (write); `Ok(None)`: take page CoW.
-    pub(crate) fn small_write(
-        &self,
-        inode: &Arc<Inode>,
-        off: u64,
-        data: &[u8],
-    ) -> crate::error::Result<Option<usize>> {
-        if self.opts.small_write == SmallWriteMode::Cow
-            || data.is_empty()
-            || data.len() as u64 >= BLOCK
-        {
-            return Ok(None);
-        }
-        let Some(end) = off.checked_add(data.len() as u64) else {
-            return Ok(None);
-        };
-        let pg = off / BLOCK;
-        if (end - 1) / BLOCK != pg {
-            return Ok(None);
-        }
-        let now = Timespec::now();
-        // From the lock-free page index: the caller's exclusive range lock keeps this
-        // page's mapping stable (and truncation out); a size another writer is growing
-        // right now may read small, which only means page CoW.
-        let block = {
-            if inode.index.dead()
-                || inode.kind != crate::types::FileKind::Regular
-                || end > inode.index.size()
-            {
-                return Ok(None);
-            }
-            match inode.index.get(pg) {
-                0 => return Ok(None),
-                b => b,
-            }
-        };
-        {
-            // The mapping and size stay as they are; mtime/ctime change in DRAM and
-            // reach the log lazily (next entry of the inode, or unmount) —
-            // docs/FORMAT.md §2.9. (A write that falls back to page CoW logs its own.)
-            let mut st = inode.state.lock();
-            st.mtime = now;
-            st.ctime = now;
-        }
-        let staged = match self.opts.small_write {
-            SmallWriteMode::Lawn => self.lawn_write(inode, pg, block, off, data).map(Some),
-            SmallWriteMode::Finelog => self
-                .finelog_write(inode.ino, pg, block, off, data)
-                .then_some(None),
-            SmallWriteMode::Cow => None,
-        };
-        let core = &*self.lawn.core;
-        let Some(staged) = staged else {
-            core.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
-            return Ok(None);
-        };
-        // Repeated small writes to one file skip the shared set.
-        if core.last_dirty.load(Ordering::Relaxed) != inode.ino
-            && core.last_dirty.swap(inode.ino, Ordering::AcqRel) != inode.ino
-        {
-            core.dirty_times.lock().insert(inode.ino);
-        }
-        if let Some(staged) = staged {
-            self.lawn_finish(staged);
-        }
-        Ok(Some(data.len()))
-    }
-
+impl Lawn {
     /// Completes a staged LAWN write: the fence that makes its descriptor store
     /// durable, then (file path) the slots of the forgotten run are freed.
-    fn lawn_finish(&self, staged: Staged) {
-        let core = &*self.lawn.core;
+    pub fn finish(&self, pm: &Vol, staged: Staged) {
+        let core = &*self.core;
         // Fence: the descriptor set (zone path) or clear (file path) is durable
         // before the write returns, and a cleared run's slots are free only after
         // it (Algorithm 1, lines 6 and 11).
-        self.pm.fence();
+        pm.fence();
         if let Staged::File { sub, slot, count } = staged {
             core.subs[sub].lock().release(slot, count);
         }
@@ -539,15 +451,16 @@ impl Fs {
     /// mapped to `block`), up to the descriptor store, not yet fenced
     /// ([`Staged`]). Returns `None` when the sub-zone has no room (no descriptor and no
     /// file byte changed; at most free slots were written).
-    fn lawn_write(
+    pub fn write(
         &self,
+        pm: &Vol,
         inode: &Arc<Inode>,
         pg: u64,
         block: u64,
         off: u64,
         data: &[u8],
     ) -> Option<Staged> {
-        let core = &*self.lawn.core;
+        let core = &*self.core;
         if core.subs.is_empty() || block > descriptor::MAX_BLOCK {
             return None;
         }
@@ -557,7 +470,6 @@ impl Fs {
         let s0 = (in_pg / s) as u32;
         let s1 = ((in_pg + data.len() as u64 - 1) / s) as u32;
         let sub = core.sub_of(ino, pg);
-        let pm = &*self.pm;
         let k = (s1 - s0 + 1) as u64;
         let desc = Desc {
             ino,
@@ -700,29 +612,20 @@ impl Fs {
         }
     }
 
-    /// Reads page `pg` (in `block`) whole, with its zone slices merged: the page as
-    /// the file holds it (for page CoW).
-    pub(crate) fn read_page_merged(&self, ino: Ino, pg: u64, block: u64, page: &mut [u8]) {
-        self.pm.read(block * BLOCK, page);
-        self.lawn
-            .core
-            .overlay(&self.pm, ino, pg, block, pg * BLOCK, page);
-    }
-
     /// Writes every LAWN zone slice back to its file page and clears its descriptor
     /// (contents do not change). Returns the runs written back.
-    pub fn lawn_writeback(&self) -> u64 {
-        let core = &*self.lawn.core;
+    pub fn writeback_all(&self, pm: &Vol) -> u64 {
+        let core = &*self.core;
         let n = (0..core.subs.len())
-            .map(|i| core.writeback_sub(&self.pm, i, u64::MAX, 64))
+            .map(|i| core.writeback_sub(pm, i, u64::MAX, 64))
             .sum();
         core.clear_if_empty();
         n
     }
 
     /// Registers the inodes that own recovered runs with the write-back thread.
-    pub(crate) fn lawn_register_recovered(&self) {
-        let core = &*self.lawn.core;
+    pub fn register_recovered(&self, get: impl Fn(Ino) -> Option<Arc<Inode>>) {
+        let core = &*self.core;
         let inos: HashSet<Ino> = core
             .subs
             .iter()
@@ -730,35 +633,16 @@ impl Fs {
             .collect();
         let mut h = core.handles.lock();
         for ino in inos {
-            if let Ok(inode) = self.get(ino) {
+            if let Some(inode) = get(ino) {
                 h.insert(ino, Arc::downgrade(&inode));
             }
         }
     }
 
-    /// Logs the attributes of inodes whose mtime changed only in DRAM (unmount).
-    pub(crate) fn persist_lazy_times(&self) {
-        let inos: Vec<Ino> = {
-            let mut d = self.lawn.core.dirty_times.lock();
-            self.lawn.core.last_dirty.store(0, Ordering::Release);
-            d.drain().collect()
-        };
-        for ino in inos {
-            let Ok(inode) = self.get(ino) else { continue };
-            let mut st = inode.state.lock();
-            if st.dead {
-                continue;
-            }
-            let e = st.setattr_entry(0);
-            // A failure (no log space) leaves the older mtime: times are coarse.
-            let _ = self.commit(&mut [(&mut *st, vec![e])], &[]);
-        }
-    }
-
-    /// Slots in use and free, and the writes that went to the zone and to the file
-    /// in place, over all sub-zones.
-    pub(crate) fn lawn_usage(&self) -> (u64, u64, u64, u64) {
-        let core = &*self.lawn.core;
+    /// Slots in use and free, the writes that went to the zone and to the file in
+    /// place (over all sub-zones), write-backs, and how descriptors are stored.
+    pub fn stats(&self, out: &mut crate::data::SmallWriteStats) {
+        let core = &*self.core;
         let (mut free, mut zone, mut file) = (0, 0, 0);
         for z in &core.subs {
             let z = z.lock();
@@ -766,6 +650,11 @@ impl Fs {
             zone += z.zone_writes;
             file += z.file_writes;
         }
-        (core.geo.zone_slots - free, free, zone, file)
+        out.slots_used = core.geo.zone_slots - free;
+        out.slots_free = free;
+        out.zone_writes = zone;
+        out.file_writes = file;
+        out.writebacks = core.counters.writebacks.load(Ordering::Relaxed);
+        out.desc_store = Some(core.desc_store);
     }
 }

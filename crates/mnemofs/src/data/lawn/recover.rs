@@ -7,6 +7,10 @@
 //! name impossible slots, overlap another run, or shadow a block that now holds
 //! another page (a block reused while a descriptor still named it).
 //!
+//! A mount in a mode other than LAWN (`keep` false) writes every valid, current run
+//! back to its page the same way and clears the table: LAWN state exists only in
+//! LAWN mounts, and no byte an earlier LAWN mount left in the zone is lost.
+//!
 //! A valid, current run in a sub-zone other than its page's (`Geometry::lawn_sub`) was
 //! written by a build that placed runs by the inode's CPU: mount writes it back to its
 //! page (slots into the file, fence) before clearing it, so no byte is lost.
@@ -21,12 +25,14 @@ use crate::vol::Vol;
 use std::collections::HashMap;
 
 /// Scans the table; returns the sub-zones. Clears stale and bad descriptors when
-/// mounting; lists problems when checking.
+/// mounting; lists problems when checking. Without `keep`, a mount writes every run
+/// back to its page and returns empty sub-zones.
 pub(crate) fn scan(
     pm: &Vol,
     geo: &Geometry,
     states: &HashMap<Ino, InodeState>,
     mode: Mode,
+    keep: bool,
     problems: &mut Vec<String>,
 ) -> Vec<SubZone> {
     let per = geo.slots_per_cpu();
@@ -121,6 +127,15 @@ pub(crate) fn scan(
                 ));
             }
         }
+    }
+    if mode == Mode::Mount && !keep {
+        for z in subs.iter_mut() {
+            for r in z.lru_oldest(usize::MAX) {
+                misplaced.push((r.slot, r.desc));
+                clear.push(r.slot);
+            }
+        }
+        subs.clear();
     }
     if mode == Mode::Mount && !misplaced.is_empty() {
         let s = geo.slot_size as u64;

@@ -20,65 +20,71 @@
 //! page, then clears it.
 
 use crate::format::{crc, get_u32, get_u64, put_u32, put_u64, Geometry, BLOCK};
-use crate::fs::Fs;
 use crate::inode::InodeState;
 use crate::recovery::Mode;
 use crate::types::{FileKind, Ino};
 use crate::vol::Vol;
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 const TAG: u64 = 0xF10C;
 const HDR: u64 = 64;
-
-/// The per-CPU redo areas (one record in flight per area).
-pub(crate) struct Finelog {
-    areas: Vec<Mutex<()>>,
-}
-
-impl Finelog {
-    pub fn new(geo: &Geometry) -> Finelog {
-        Finelog {
-            areas: (0..geo.cpus).map(|_| Mutex::new(())).collect(),
-        }
-    }
-}
 
 fn commit_word(rec: &[u8], len: u64) -> u64 {
     (TAG << 48) | (len << 32) | crc(&rec[8..]) as u64
 }
 
-impl Fs {
+/// The per-CPU redo areas (one record in flight per area).
+pub(crate) struct Finelog {
+    areas: Vec<Mutex<()>>,
+    /// Writes done (exact; `FsStats::finelog_writes`).
+    writes: AtomicU64,
+}
+
+impl Finelog {
+    /// The areas of an image with `geo`.
+    pub fn new(geo: &Geometry) -> Finelog {
+        Finelog {
+            areas: (0..geo.cpus).map(|_| Mutex::new(())).collect(),
+            writes: AtomicU64::new(0),
+        }
+    }
+
+    /// Writes done.
+    pub fn writes(&self) -> u64 {
+        self.writes.load(Ordering::Relaxed)
+    }
+
     /// Redo-logs then writes `data` in place at `off` (one page, mapped to `block`).
-    /// Returns false when the page has LAWN slices (page CoW merges them).
-    pub(crate) fn finelog_write(
+    /// (A record in flight waits for its area: this never falls back to page CoW.)
+    #[allow(clippy::too_many_arguments)]
+    pub fn write(
         &self,
+        pm: &Vol,
+        geo: &Geometry,
         ino: Ino,
         pg: u64,
         block: u64,
         off: u64,
         data: &[u8],
-    ) -> bool {
-        if self.lawn.core.has_page(ino, pg) {
-            return false;
-        }
+    ) {
         // SAFETY: sched_getcpu has no preconditions.
         let c = unsafe { libc::sched_getcpu() };
-        let n = self.finelog.areas.len();
+        let n = self.areas.len();
         let first = if c < 0 { 0 } else { c as usize % n };
         // Any free area, starting with this CPU's; else wait for this CPU's.
         let mut guard = None;
         let mut area = first;
         for k in 0..n {
-            if let Some(g) = self.finelog.areas[(first + k) % n].try_lock() {
+            if let Some(g) = self.areas[(first + k) % n].try_lock() {
                 area = (first + k) % n;
                 guard = Some(g);
                 break;
             }
         }
-        let _g = guard.unwrap_or_else(|| self.finelog.areas[first].lock());
-        let base = self.geo.redo_off(area as u32);
+        let _g = guard.unwrap_or_else(|| self.areas[first].lock());
+        let base = geo.redo_off(area as u32);
         let in_pg = off % BLOCK;
         let len = data.len() as u64;
         let mut rec = vec![0u8; (HDR + len) as usize];
@@ -90,7 +96,6 @@ impl Fs {
         rec[HDR as usize..].copy_from_slice(data);
         let cw = commit_word(&rec, len);
         put_u64(&mut rec, 0, cw);
-        let pm = &*self.pm;
         pm.write(base, &rec);
         pm.flush(base, rec.len() as u64);
         // Fence: the whole record (its CRC-checked commit word included) is durable
@@ -104,12 +109,7 @@ impl Fs {
         // Fence: the retire is durable before the write returns (and before any
         // later record of the same bytes can commit).
         pm.fence();
-        self.lawn
-            .core
-            .counters
-            .finelog_writes
-            .fetch_add(1, Ordering::Relaxed);
-        true
+        self.writes.fetch_add(1, Ordering::Relaxed);
     }
 }
 

@@ -7,16 +7,15 @@
 //! `interval` and `segment` lock modes the entries follow the concurrent append
 //! protocol of the `log` module (reserve, write, fence, mark, tail = max, fence).
 
+use super::{DataPlane, MAX_FILE_SIZE};
 use crate::bugs::{self, Bug};
 use crate::error::{FsError, Result};
 use crate::format::{Entry, BLOCK, INO_TAIL_OFF};
-use crate::fs::{FileHandle, Fs, MAX_FILE_SIZE};
 use crate::inode::{Inode, InodeState};
 use crate::interleave::{self, Point};
 use crate::log;
 use crate::space::Run;
 use crate::types::*;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Takes the inode's state lock for one of the short sections of a concurrent write:
@@ -73,125 +72,15 @@ fn push_runs(st: &InodeState, pages: &[u64], blocks: Option<&[u64]>, entries: &m
     }
 }
 
-impl Fs {
-    /// Reads through the lock-free page index (`index` module): the shared range lock
-    /// keeps writers, truncation and freeing off these pages, so no state lock is
-    /// taken and readers of one file share no cache line in the `segment` mode.
-    pub fn read(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        let inode = self.get(ino)?;
-        self.read_inode(&inode, offset, buf)
-    }
-
-    /// `read` through an open handle (no inode-table lookup).
-    pub fn handle_read(&self, h: &FileHandle, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        self.read_inode(&h.inode, offset, buf)
-    }
-
-    /// `write` through an open handle (no inode-table lookup).
-    pub fn handle_write(&self, h: &FileHandle, offset: u64, data: &[u8]) -> Result<usize> {
-        self.write_inode(&h.inode, Some(offset), data)
-            .map(|(_, n)| n)
-    }
-
-    fn read_inode(&self, inode: &Inode, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        let end_req = offset.saturating_add(buf.len() as u64);
-        // As in writes: start the lock word's and the index entry's misses together.
-        inode.index.prefetch(offset / BLOCK);
-        inode.data.prefetch(offset);
-        if self.opts.small_write == SmallWriteMode::Lawn
-            && self.lawn.core.may_hold.load(Ordering::Relaxed)
-        {
-            self.lawn.core.prefetch(inode.ino, offset);
-        }
-        let _r = inode.data.read(offset, end_req);
-        if inode.index.dead() {
-            return Err(FsError::NotFound);
-        }
-        match inode.kind {
-            FileKind::Regular => {}
-            FileKind::Directory => return Err(FsError::IsDir),
-            _ => return Err(FsError::Invalid("read of a special file")),
-        }
-        let size = inode.index.size();
-        if offset >= size || buf.is_empty() {
-            return Ok(0);
-        }
-        let n = (buf.len() as u64).min(size - offset);
-        let out = &mut buf[..n as usize];
-        let first = offset / BLOCK;
-        let last = (offset + n - 1) / BLOCK;
-        for pg in first..=last {
-            let pstart = pg * BLOCK;
-            let lo = offset.max(pstart);
-            let hi = (offset + n).min(pstart + BLOCK);
-            let dst = &mut out[(lo - offset) as usize..(hi - offset) as usize];
-            match inode.index.get(pg) {
-                0 => dst.fill(0),
-                block => {
-                    self.pm.read(block * BLOCK + (lo - pstart), dst);
-                    // LAWN: newer slices in the zone.
-                    self.lawn
-                        .core
-                        .overlay(&self.pm, inode.ino, pg, block, lo, dst);
-                }
-            }
-        }
-        Ok(n as usize)
-    }
-
-    pub fn write(&self, ino: Ino, offset: u64, data: &[u8]) -> Result<usize> {
-        self.write_at(ino, Some(offset), data).map(|(_, n)| n)
-    }
-
-    /// O_APPEND: writes at the end of file atomically; returns the offset written at.
-    pub fn append(&self, ino: Ino, data: &[u8]) -> Result<u64> {
-        self.write_at(ino, None, data).map(|(off, _)| off)
-    }
-
-    fn write_at(&self, ino: Ino, offset: Option<u64>, data: &[u8]) -> Result<(u64, usize)> {
-        let inode = self.get(ino)?;
-        self.write_inode(&inode, offset, data)
-    }
-
-    fn write_inode(
+impl DataPlane {
+    /// The page CoW write (every write the small-write mode did not take).
+    pub(super) fn cow_write(
         &self,
         inode: &Arc<Inode>,
         offset: Option<u64>,
         data: &[u8],
     ) -> Result<(u64, usize)> {
-        // Appends lock to the end of the file (their offset is the size, read under
-        // the lock). A bounded write locks its own pages even when it extends the
-        // file: its size_after is computed under the state lock at commit, so
-        // concurrent extending writes still leave the larger size.
-        // Whole pages: a sub-page write may move other bytes of its page (LAWN
-        // write-back, page CoW), so no reader of the same page may run meanwhile.
-        if let Some(off) = offset {
-            // The lock word and the page's index entry are usually cache misses:
-            // start both loads now so that they overlap.
-            inode.index.prefetch(off / BLOCK);
-            inode.data.prefetch(off);
-            // And the LAWN zone's entry for the page (a sub-page write looks it up).
-            if self.opts.small_write == SmallWriteMode::Lawn && (data.len() as u64) < BLOCK {
-                self.lawn.core.prefetch(inode.ino, off);
-            }
-        }
-        let _w = match offset {
-            Some(off) => inode.data.write(
-                off / BLOCK * BLOCK,
-                off.saturating_add(data.len() as u64)
-                    .saturating_add(BLOCK - 1)
-                    / BLOCK
-                    * BLOCK,
-            ),
-            None => inode.data.write(0, u64::MAX),
-        };
-        // Sub-page overwrites by LAWN or fine-log (lawn/, finelog.rs); None: CoW.
-        if let Some(off) = offset {
-            if let Some(n) = self.small_write(inode, off, data)? {
-                return Ok((off, n));
-            }
-        }
-        if let (Some(off), false) = (offset, self.opts.lock == LockMode::Inode) {
+        if let (Some(off), false) = (offset, self.lock == LockMode::Inode) {
             return self.write_concurrent(inode, off, data).map(|n| (off, n));
         }
         let (off, old) = {
@@ -210,9 +99,9 @@ impl Fs {
         let end = off + data.len() as u64;
         let first = off / BLOCK;
         let last = (end - 1) / BLOCK;
-        let runs = self.space.alloc(last - first + 1, false)?;
+        let runs = self.store.space.alloc(last - first + 1, false)?;
         self.copy_in(inode.ino, &runs, off, data, old);
-        if self.opts.lock == LockMode::Inode {
+        if self.lock == LockMode::Inode {
             self.commit_write_locked(inode, first, end, &runs)?;
         } else {
             self.commit_write_concurrent(inode, first, end, &runs)?;
@@ -254,7 +143,7 @@ impl Fs {
                     let old_block = if pg == first { old.0 } else { old.1 };
                     page.resize(BLOCK as usize, 0);
                     match old_block {
-                        Some(ob) => self.read_page_merged(ino, pg, ob, &mut page),
+                        Some(ob) => self.read_page(ino, pg, ob, &mut page),
                         None => page.fill(0),
                     }
                     page[lo as usize..hi as usize].copy_from_slice(src);
@@ -282,7 +171,7 @@ impl Fs {
         }
         let first = off / BLOCK;
         let last = (end - 1) / BLOCK;
-        let runs = self.space.alloc(last - first + 1, false)?;
+        let runs = self.store.space.alloc(last - first + 1, false)?;
         // Built outside the lock: a Write's size and mtime count by maximum
         // (`InodeState::apply`), so its own end and the time now are enough.
         let entries = Self::write_entries(first, &runs, end, Timespec::now());
@@ -312,7 +201,7 @@ impl Fs {
             self.reserve_entries(&mut st, entries)
         };
         if reserved.is_err() {
-            self.space.free_runs(runs);
+            self.store.space.free_runs(runs);
         }
         reserved
     }
@@ -322,18 +211,11 @@ impl Fs {
     fn reserve_entries(&self, st: &mut InodeState, entries: &[Entry]) -> Result<log::Reservation> {
         regular(st, FsError::Invalid("write to a special file"))?;
         let owner = st.ino;
-        let r = st.log.reserve(&self.pm, &self.space, owner, entries)?;
+        let r = st
+            .log
+            .reserve(&self.store.vol, &self.store.space, owner, entries)?;
         self.note_writers(st.log.inflight as u64);
         Ok(r)
-    }
-
-    /// Records how many data writes of one file are between reserving their log slots
-    /// and completing (the stats' `max_concurrent_writers`). Reads first, so the
-    /// shared line is written only when the maximum grows.
-    fn note_writers(&self, n: u64) {
-        if n > self.writers_max.load(Ordering::Relaxed) {
-            self.writers_max.fetch_max(n, Ordering::Relaxed);
-        }
     }
 
     /// The Write entries mapping `runs` from page `first` on.
@@ -359,13 +241,13 @@ impl Fs {
         let now = Timespec::now();
         let mut st = inode.state.lock();
         if st.dead {
-            self.space.free_runs(runs);
+            self.store.space.free_runs(runs);
             return Err(FsError::NotFound);
         }
         let entries = Self::write_entries(first, runs, st.size.max(end), now);
         self.note_writers(1);
         if let Err(e) = self.commit(&mut [(&mut *st, entries)], &[]) {
-            self.space.free_runs(runs);
+            self.store.space.free_runs(runs);
             return Err(e);
         }
         Ok(())
@@ -391,14 +273,14 @@ impl Fs {
     /// mark, complete, fence; then the superseded blocks are freed. Cannot fail.
     fn finish_concurrent(&self, inode: &Inode, r: &log::Reservation, entries: &[Entry]) {
         interleave::point(Point::Reserved);
-        let ioff = self.geo.inode_off(inode.ino);
-        let word = log::write_reserved(&self.pm, r, entries);
+        let ioff = self.store.geo.inode_off(inode.ino);
+        let word = log::write_reserved(&self.store.vol, r, entries);
         // Fence: the data pages (non-temporal stores) and the entry bodies are durable
         // before the commit mark that makes them part of the file.
         if !bugs::on(Bug::NoFenceBeforeTail) {
-            self.pm.fence();
+            self.store.vol.fence();
         }
-        log::mark_reserved(&self.pm, r, word);
+        log::mark_reserved(&self.store.vol, r, word);
         interleave::point(Point::Marked);
         let mut freed: Vec<Run> = Vec::new();
         let gc_due = {
@@ -406,24 +288,23 @@ impl Fs {
             for (e, &off) in entries.iter().zip(&r.offsets) {
                 freed.extend(st.apply(off, e));
             }
-            st.log.complete(&self.pm, ioff, r);
+            st.log.complete(&self.store.vol, ioff, r);
             st.log.gc_hint || st.log.wants_compaction()
         };
         // Outside the lock: the tail word holds our end or a later writer's (which may
         // not have fenced yet); either way this writes it back before our fence.
-        self.pm.flush(ioff + INO_TAIL_OFF, 8);
+        self.store.vol.flush(ioff + INO_TAIL_OFF, 8);
         // Fence: the commit mark and a tail covering it are durable before the write
         // returns, and before the blocks it superseded can be reused.
         if !bugs::on(Bug::NoFenceAfterTail) {
-            self.pm.fence();
+            self.store.vol.fence();
         }
-        // LAWN: descriptors of the unmapped blocks are cleared before the blocks can
-        // be reused.
-        self.lawn.core.before_free(&self.pm, &freed);
-        self.space.free_runs(&freed);
+        // Through the invalidation point: what shadows the unmapped blocks is
+        // cleared before they can be reused.
+        self.store.free_data(&freed);
         if gc_due {
             let mut st = inode.state.lock();
-            self.gc(&mut st);
+            self.store.gc(&mut st);
         }
     }
 
@@ -431,21 +312,21 @@ impl Fs {
     /// first fence, before the log entry that maps it can be.
     fn store_data(&self, off: u64, bytes: &[u8]) {
         if crate::bugs::on(crate::bugs::Bug::DataNotPersisted) {
-            self.pm.write(off, bytes);
+            self.store.vol.write(off, bytes);
         } else {
-            self.pm.write_nt(off, bytes);
+            self.store.vol.write_nt(off, bytes);
         }
     }
 
     /// Copies page `pg` into a fresh block with `patch` applied; returns the block.
     fn cow_page(&self, st: &InodeState, pg: u64, patch: impl FnOnce(&mut [u8])) -> Result<u64> {
-        let b = self.space.alloc_one(false)?;
+        let b = self.store.space.alloc_one(false)?;
         let mut page = vec![0u8; BLOCK as usize];
         if let Some(p) = st.pages.get(&pg) {
-            self.read_page_merged(st.ino, pg, p.block, &mut page);
+            self.read_page(st.ino, pg, p.block, &mut page);
         }
         patch(&mut page);
-        self.pm.write_nt(b * BLOCK, &page);
+        self.store.vol.write_nt(b * BLOCK, &page);
         Ok(b)
     }
 
@@ -475,7 +356,7 @@ impl Fs {
 
     /// `mode`: 0 or `FALLOC_FL_KEEP_SIZE` (allocate zeroed pages for holes),
     /// `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE` (deallocate).
-    pub fn fallocate(&self, ino: Ino, offset: u64, len: u64, mode: i32) -> Result<()> {
+    pub fn fallocate(&self, inode: &Inode, offset: u64, len: u64, mode: i32) -> Result<()> {
         if len == 0 {
             return Err(FsError::Invalid("fallocate of zero bytes"));
         }
@@ -490,7 +371,6 @@ impl Fs {
         if end > MAX_FILE_SIZE {
             return Err(FsError::TooBig);
         }
-        let inode = self.get(ino)?;
         let _w = inode.data.write(0, u64::MAX);
         let mut st = inode.state.lock();
         regular(&st, FsError::Unsupported("fallocate of a special file"))?;
@@ -504,7 +384,7 @@ impl Fs {
         };
         if let Err(e) = result {
             for b in fresh {
-                self.space.free_run(b, 1);
+                self.store.space.free_run(b, 1);
             }
             return Err(e);
         }
@@ -526,7 +406,7 @@ impl Fs {
         }
         if let Err(e) = self.commit(&mut [(&mut *st, entries)], &[]) {
             for b in fresh {
-                self.space.free_run(b, 1);
+                self.store.space.free_run(b, 1);
             }
             return Err(e);
         }
@@ -550,12 +430,12 @@ impl Fs {
         if holes.is_empty() {
             return Ok(());
         }
-        let runs = self.space.alloc(holes.len() as u64, false)?;
+        let runs = self.store.space.alloc(holes.len() as u64, false)?;
         let blocks: Vec<u64> = runs.iter().flat_map(|&(s, l)| s..s + l).collect();
         fresh.extend_from_slice(&blocks);
         let zero = vec![0u8; BLOCK as usize];
         for &b in &blocks {
-            self.pm.write_nt(b * BLOCK, &zero);
+            self.store.vol.write_nt(b * BLOCK, &zero);
         }
         push_runs(st, &holes, Some(&blocks), entries);
         Ok(())

@@ -187,6 +187,7 @@ impl<V: Default> PageTable<V> {
         Some(out)
     }
 
+    #[cfg(test)]
     pub fn contains_key(&self, ino: Ino, pgoff: u64) -> bool {
         self.get(ino, pgoff).is_some()
     }

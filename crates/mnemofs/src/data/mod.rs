@@ -1,0 +1,394 @@
+//! The data plane: file contents.
+//!
+//! - The **read path** is [`DataPlane::read`]: range lock (shared) → lock-free page
+//!   index → for each page [`DataPlane::read_page_part`], the one place a page's
+//!   bytes are read: the PM page, then the small-write mode's newer bytes over it.
+//!   A DRAM read cache (RCache, DESIGN.md §5) sits in `read_page_part`.
+//! - The **write path** is [`DataPlane::write`]: range lock (exclusive, whole pages)
+//!   → the small-write mode ([`SmallWrite`]: `finelog` or `lawn`, for sub-page
+//!   overwrites inside one mapped page) → else page copy-on-write ([`cow`]).
+//! - The **invalidation point** is [`Invalidation`]: every sub-page write (which
+//!   changes a mapped page's bytes, in place or in the zone) and every data block
+//!   free (through [`Store::free_data`], its [`FreeHook`]) goes through it, so
+//!   that nothing shadowing or caching a page outlives a change to it.
+//!
+//! Only the mount's small-write mode has state: LAWN's zone exists only in `lawn`
+//! mounts (a mount in another mode writes an earlier LAWN mount's runs back at
+//! recovery), the fine-log redo areas only in `finelog` mounts.
+
+pub(crate) mod cow;
+pub(crate) mod finelog;
+pub(crate) mod lawn;
+
+use crate::error::{FsError, Result};
+use crate::format::BLOCK;
+use crate::inode::Inode;
+use crate::itable::InodeTable;
+use crate::space::Run;
+use crate::store::{FreeHook, Store};
+use crate::types::*;
+use crate::vol::Vol;
+use crossbeam_utils::CachePadded;
+use parking_lot::Mutex;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Largest file size (bytes).
+pub(crate) const MAX_FILE_SIZE: u64 = 1 << 44;
+
+/// The mount's way of doing sub-page overwrites, with its state.
+pub(crate) enum SmallWrite {
+    /// Page copy-on-write for every write (NOVA).
+    Cow,
+    /// Redo-logged in-place writes (LAWN's baseline).
+    Finelog(finelog::Finelog),
+    /// LAWN alternate writing.
+    Lawn(lawn::Lawn),
+}
+
+/// The invalidation point (see the module doc).
+pub(crate) struct Invalidation {
+    lawn: Option<Arc<lawn::LawnCore>>,
+}
+
+impl Invalidation {
+    /// A sub-page write changed the bytes of page `pg` of `ino` as readers see them
+    /// (in place in its block, or in the LAWN zone). No DRAM copy of file pages
+    /// exists yet; a read cache drops its copy of the page here.
+    #[inline]
+    pub fn page_written(&self, ino: Ino, pg: u64) {
+        let _ = (ino, pg);
+    }
+}
+
+impl FreeHook for Invalidation {
+    fn before_free(&self, vol: &Vol, runs: &[Run]) {
+        // LAWN: descriptors that shadow the blocks are cleared (persisted) before the
+        // blocks can be reused.
+        if let Some(l) = &self.lawn {
+            l.before_free(vol, runs);
+        }
+    }
+}
+
+/// Per-mount counters of the small-write paths (each on its own line: writers and
+/// the LAWN write-back thread bump different ones).
+#[derive(Default)]
+struct Counters {
+    fallbacks: CachePadded<AtomicU64>,
+}
+
+/// Inodes whose mtime/ctime changed in DRAM only (sub-page writes log no entry):
+/// persisted by their next log entry, or at unmount (docs/FORMAT.md §2.9).
+#[derive(Default)]
+struct LazyTimes {
+    dirty: Mutex<HashSet<Ino>>,
+    /// The last inode added (repeated small writes to one file skip the set).
+    last: AtomicU64,
+}
+
+/// What the small-write mode reports for `FsStats`.
+#[derive(Default)]
+pub(crate) struct SmallWriteStats {
+    pub slots_used: u64,
+    pub slots_free: u64,
+    pub zone_writes: u64,
+    pub file_writes: u64,
+    pub writebacks: u64,
+    pub finelog_writes: u64,
+    pub fallbacks: u64,
+    pub desc_store: Option<pm::Store16>,
+}
+
+/// File data of a mount (see the module doc).
+pub(crate) struct DataPlane {
+    pub store: Arc<Store>,
+    small: SmallWrite,
+    lock: LockMode,
+    inval: Arc<Invalidation>,
+    counters: Counters,
+    times: LazyTimes,
+    /// The most data writes of one file seen between reserving their log slots and
+    /// completing, at once (shows whether a frontend delivers writes to one file in
+    /// parallel).
+    writers_max: AtomicU64,
+}
+
+impl DataPlane {
+    /// The invalidation point for a mount whose small-write mode is `small` (built
+    /// before the [`Store`], which frees blocks through it).
+    pub fn invalidation(small: &SmallWrite) -> Arc<Invalidation> {
+        Arc::new(Invalidation {
+            lawn: match small {
+                SmallWrite::Lawn(l) => Some(l.core.clone()),
+                _ => None,
+            },
+        })
+    }
+
+    /// The data plane over `store` (whose free hook is `inval`).
+    pub fn new(
+        store: Arc<Store>,
+        small: SmallWrite,
+        inval: Arc<Invalidation>,
+        opts: &MountOptions,
+    ) -> DataPlane {
+        DataPlane {
+            store,
+            small,
+            lock: opts.lock,
+            inval,
+            counters: Counters::default(),
+            times: LazyTimes::default(),
+            writers_max: AtomicU64::new(0),
+        }
+    }
+
+    /// The small-write mode.
+    pub fn small(&self) -> &SmallWrite {
+        &self.small
+    }
+
+    /// Reads through the lock-free page index (`index` module): the shared range lock
+    /// keeps writers, truncation and freeing off these pages, so no state lock is
+    /// taken and readers of one file share no cache line in the `segment` mode.
+    pub fn read(&self, inode: &Inode, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let end_req = offset.saturating_add(buf.len() as u64);
+        // As in writes: start the lock word's and the index entry's misses together.
+        inode.index.prefetch(offset / BLOCK);
+        inode.data.prefetch(offset);
+        if let SmallWrite::Lawn(l) = &self.small {
+            if l.core.may_hold.load(Ordering::Relaxed) {
+                l.core.prefetch(inode.ino, offset);
+            }
+        }
+        let _r = inode.data.read(offset, end_req);
+        if inode.index.dead() {
+            return Err(FsError::NotFound);
+        }
+        match inode.kind {
+            FileKind::Regular => {}
+            FileKind::Directory => return Err(FsError::IsDir),
+            _ => return Err(FsError::Invalid("read of a special file")),
+        }
+        let size = inode.index.size();
+        if offset >= size || buf.is_empty() {
+            return Ok(0);
+        }
+        let n = (buf.len() as u64).min(size - offset);
+        let out = &mut buf[..n as usize];
+        let first = offset / BLOCK;
+        let last = (offset + n - 1) / BLOCK;
+        for pg in first..=last {
+            let pstart = pg * BLOCK;
+            let lo = offset.max(pstart);
+            let hi = (offset + n).min(pstart + BLOCK);
+            let dst = &mut out[(lo - offset) as usize..(hi - offset) as usize];
+            match inode.index.get(pg) {
+                0 => dst.fill(0),
+                block => self.read_page_part(inode.ino, pg, block, lo, dst),
+            }
+        }
+        Ok(n as usize)
+    }
+
+    /// The bytes `[lo, lo + dst.len())` of the file (inside page `pg`, mapped to
+    /// `block`) as the file holds them: the PM page, with the small-write mode's
+    /// newer bytes (LAWN zone slices) over it. Every read of file data comes here
+    /// (reads, and the old contents of partial pages that page CoW merges); a DRAM
+    /// read cache serves hits here. The caller holds the page's range lock.
+    #[inline]
+    pub fn read_page_part(&self, ino: Ino, pg: u64, block: u64, lo: u64, dst: &mut [u8]) {
+        let pstart = pg * BLOCK;
+        self.store.vol.read(block * BLOCK + (lo - pstart), dst);
+        if let SmallWrite::Lawn(l) = &self.small {
+            // LAWN: newer slices in the zone.
+            l.core.overlay(&self.store.vol, ino, pg, block, lo, dst);
+        }
+    }
+
+    /// Reads page `pg` (in `block`) whole, as the file holds it (for page CoW).
+    pub fn read_page(&self, ino: Ino, pg: u64, block: u64, page: &mut [u8]) {
+        self.read_page_part(ino, pg, block, pg * BLOCK, page);
+    }
+
+    /// Writes `data` at `offset` (or, with `None`, at the end of file, atomically);
+    /// returns the offset written at and the bytes written.
+    pub fn write(
+        &self,
+        inode: &Arc<Inode>,
+        offset: Option<u64>,
+        data: &[u8],
+    ) -> Result<(u64, usize)> {
+        // Appends lock to the end of the file (their offset is the size, read under
+        // the lock). A bounded write locks its own pages even when it extends the
+        // file: its size_after is computed under the state lock at commit, so
+        // concurrent extending writes still leave the larger size.
+        // Whole pages: a sub-page write may move other bytes of its page (LAWN
+        // write-back, page CoW), so no reader of the same page may run meanwhile.
+        if let Some(off) = offset {
+            // The lock word and the page's index entry are usually cache misses:
+            // start both loads now so that they overlap.
+            inode.index.prefetch(off / BLOCK);
+            inode.data.prefetch(off);
+            // And the LAWN zone's entry for the page (a sub-page write looks it up).
+            if let SmallWrite::Lawn(l) = &self.small {
+                if (data.len() as u64) < BLOCK {
+                    l.core.prefetch(inode.ino, off);
+                }
+            }
+        }
+        let _w = match offset {
+            Some(off) => inode.data.write(
+                off / BLOCK * BLOCK,
+                off.saturating_add(data.len() as u64)
+                    .saturating_add(BLOCK - 1)
+                    / BLOCK
+                    * BLOCK,
+            ),
+            None => inode.data.write(0, u64::MAX),
+        };
+        // Sub-page overwrites by the small-write mode; None: page CoW.
+        if let Some(off) = offset {
+            if let Some(n) = self.small_write(inode, off, data)? {
+                return Ok((off, n));
+            }
+        }
+        self.cow_write(inode, offset, data)
+    }
+
+    /// A sub-page overwrite by the mount's small-write mode (LAWN or fine-log).
+    /// Called with the page's data lock held (write); `Ok(None)`: take page CoW.
+    fn small_write(&self, inode: &Arc<Inode>, off: u64, data: &[u8]) -> Result<Option<usize>> {
+        if matches!(self.small, SmallWrite::Cow) || data.is_empty() || data.len() as u64 >= BLOCK {
+            return Ok(None);
+        }
+        let Some(end) = off.checked_add(data.len() as u64) else {
+            return Ok(None);
+        };
+        let pg = off / BLOCK;
+        if (end - 1) / BLOCK != pg {
+            return Ok(None);
+        }
+        let now = Timespec::now();
+        // From the lock-free page index: the caller's exclusive range lock keeps this
+        // page's mapping stable (and truncation out); a size another writer is growing
+        // right now may read small, which only means page CoW.
+        let block = {
+            if inode.index.dead() || inode.kind != FileKind::Regular || end > inode.index.size() {
+                return Ok(None);
+            }
+            match inode.index.get(pg) {
+                0 => return Ok(None),
+                b => b,
+            }
+        };
+        {
+            // The mapping and size stay as they are; mtime/ctime change in DRAM and
+            // reach the log lazily (next entry of the inode, or unmount) —
+            // docs/FORMAT.md §2.9. (A write that falls back to page CoW logs its own.)
+            let mut st = inode.state.lock();
+            st.mtime = now;
+            st.ctime = now;
+        }
+        let vol = &*self.store.vol;
+        let staged = match &self.small {
+            SmallWrite::Lawn(l) => l.write(vol, inode, pg, block, off, data).map(Some),
+            SmallWrite::Finelog(f) => {
+                f.write(vol, &self.store.geo, inode.ino, pg, block, off, data);
+                Some(None)
+            }
+            SmallWrite::Cow => None,
+        };
+        let Some(staged) = staged else {
+            self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
+            return Ok(None);
+        };
+        // Repeated small writes to one file skip the shared set.
+        let t = &self.times;
+        if t.last.load(Ordering::Relaxed) != inode.ino
+            && t.last.swap(inode.ino, Ordering::AcqRel) != inode.ino
+        {
+            t.dirty.lock().insert(inode.ino);
+        }
+        if let (Some(staged), SmallWrite::Lawn(l)) = (staged, &self.small) {
+            l.finish(vol, staged);
+        }
+        self.inval.page_written(inode.ino, pg);
+        Ok(Some(data.len()))
+    }
+
+    /// Logs the attributes of inodes whose mtime changed only in DRAM (unmount).
+    pub fn persist_lazy_times(&self, table: &InodeTable) {
+        let inos: Vec<Ino> = {
+            let mut d = self.times.dirty.lock();
+            self.times.last.store(0, Ordering::Release);
+            d.drain().collect()
+        };
+        for ino in inos {
+            let Ok(inode) = table.get(ino) else { continue };
+            let mut st = inode.state.lock();
+            if st.dead {
+                continue;
+            }
+            let e = st.setattr_entry(0);
+            // A failure (no log space) leaves the older mtime: times are coarse.
+            let _ = self.commit(&mut [(&mut *st, vec![e])], &[]);
+        }
+    }
+
+    /// Appends and commits entries (the store's log commit), freeing what they
+    /// unmapped through the invalidation point.
+    pub fn commit(
+        &self,
+        parts: &mut [(&mut crate::inode::InodeState, Vec<crate::format::Entry>)],
+        extra: &[(u64, u64)],
+    ) -> Result<()> {
+        self.store.commit(parts, extra)
+    }
+
+    /// Records how many data writes of one file are between reserving their log slots
+    /// and completing (the stats' `max_concurrent_writers`). Reads first, so the
+    /// shared line is written only when the maximum grows.
+    fn note_writers(&self, n: u64) {
+        if n > self.writers_max.load(Ordering::Relaxed) {
+            self.writers_max.fetch_max(n, Ordering::Relaxed);
+        }
+    }
+
+    /// The most concurrent writers of one file seen.
+    pub fn writers_max(&self) -> u64 {
+        self.writers_max.load(Ordering::Relaxed)
+    }
+
+    /// Writes every LAWN zone slice back to its file page (contents do not change);
+    /// returns the runs written back (0 in other modes).
+    pub fn lawn_writeback(&self) -> u64 {
+        match &self.small {
+            SmallWrite::Lawn(l) => l.writeback_all(&self.store.vol),
+            _ => 0,
+        }
+    }
+
+    /// Stops the small-write mode's background work (unmount).
+    pub fn stop(&self) {
+        if let SmallWrite::Lawn(l) = &self.small {
+            l.stop_writeback();
+        }
+    }
+
+    /// Figures of the small-write paths.
+    pub fn stats(&self) -> SmallWriteStats {
+        let mut s = SmallWriteStats {
+            fallbacks: self.counters.fallbacks.load(Ordering::Relaxed),
+            ..Default::default()
+        };
+        match &self.small {
+            SmallWrite::Lawn(l) => l.stats(&mut s),
+            SmallWrite::Finelog(f) => s.finelog_writes = f.writes(),
+            SmallWrite::Cow => {}
+        }
+        s
+    }
+}

@@ -1,0 +1,424 @@
+//! The engine: [`Fs`], a mounted mnemofs, and its public API — the only `impl Fs`.
+//!
+//! `Fs` owns the layers (docs/ARCHITECTURE.md) and each method hands the call to the
+//! one that does the work: the [`Namespace`] (names, attributes), the
+//! [`DataPlane`] (file contents), the [`InodeTable`] (open/forget references), the
+//! [`Store`] (volume, space, journals, log commit). `mkfs` is in `mkfs.rs`, the
+//! recovery pipeline mount runs in `recovery`.
+
+use crate::data::{finelog::Finelog, lawn::Lawn, DataPlane, SmallWrite};
+use crate::error::Result;
+use crate::format::{Geometry, BLOCK, SB_STATE_OFF, STATE_CLEAN};
+use crate::inode::Inode;
+use crate::itable::InodeTable;
+use crate::namespace::Namespace;
+use crate::recovery::{self, Mode};
+use crate::space::Space;
+use crate::store::Store;
+use crate::types::*;
+use crate::vol::Vol;
+use parking_lot::Mutex;
+use pm::Pm;
+use std::path::Path;
+use std::sync::Arc;
+
+/// An open file (see [`Fs::open_handle`]): holds the inode, so reads and writes
+/// through it skip the inode-table lookup (a kernel's `struct file`).
+pub struct FileHandle {
+    inode: Arc<Inode>,
+}
+
+impl FileHandle {
+    /// The file's inode number.
+    pub fn ino(&self) -> Ino {
+        self.inode.ino
+    }
+}
+
+/// A mounted mnemofs. Safe for concurrent callers (`&self` everywhere); every
+/// operation that returned is durable.
+pub struct Fs {
+    store: Arc<Store>,
+    table: InodeTable,
+    data: DataPlane,
+    opts: MountOptions,
+    clean_mount: bool,
+    /// Serializes renames (like the VFS rename mutex).
+    rename_lock: Mutex<()>,
+}
+
+/// Mounts the image at `path`, running recovery if it was not cleanly unmounted.
+pub fn mount(path: &Path, opts: &MountOptions) -> Result<Fs> {
+    let pm = Pm::open(path, opts.exclusive)?;
+    Fs::from_pm(pm, opts)
+}
+
+impl Fs {
+    /// Mounts an already mapped region (tests and the crash explorer use anonymous
+    /// copies).
+    pub fn from_pm(mut pm: Pm, opts: &MountOptions) -> Result<Fs> {
+        // The latency profile applies from recovery on.
+        pm.set_profile(opts.pm_profile);
+        let vol = Vol::new(pm);
+        let lawn = opts.small_write == SmallWriteMode::Lawn;
+        let rec = recovery::recover(&vol, Mode::Mount, lawn)?;
+        let loaded = rec.loaded;
+        let geo = loaded.geo;
+        let space = Space::empty(geo);
+        for &(s, l) in &loaded.free {
+            space.free_run(s, l);
+        }
+        let table = InodeTable::new(geo, loaded.states, loaded.free_inos, opts);
+        let small = match opts.small_write {
+            SmallWriteMode::Cow => SmallWrite::Cow,
+            SmallWriteMode::Finelog => SmallWrite::Finelog(Finelog::new(&geo)),
+            SmallWriteMode::Lawn => {
+                // The zone and its descriptor table are written at random all the
+                // time: map their pages in now rather than take a page fault (and, on
+                // /dev/shm, a zero-fill) on the first write to each. On /dev/shm this
+                // allocates the zone's memory at mount rather than as it is first
+                // written.
+                vol.populate(geo.desc_off(0), geo.zone_slots * crate::format::DESC_SIZE);
+                vol.populate(geo.slot_off(0), geo.zone_slots * geo.slot_size as u64);
+                SmallWrite::Lawn(Lawn::new(&vol, geo, rec.subs, opts.lawn_desc_store))
+            }
+        };
+        let vol = Arc::new(vol);
+        let inval = DataPlane::invalidation(&small);
+        let store = Arc::new(Store::new(vol.clone(), geo, space, inval.clone()));
+        let data = DataPlane::new(store.clone(), small, inval, opts);
+        if let SmallWrite::Lawn(l) = data.small() {
+            l.register_recovered(|ino| table.get(ino).ok());
+            if opts.lawn_writeback_thread {
+                l.start_writeback(vol);
+            }
+        }
+        Ok(Fs {
+            store,
+            table,
+            data,
+            opts: opts.clone(),
+            clean_mount: loaded.clean,
+            rename_lock: Mutex::new(()),
+        })
+    }
+
+    fn ns(&self) -> Namespace<'_> {
+        Namespace {
+            store: &self.store,
+            table: &self.table,
+            data: &self.data,
+            rename_lock: &self.rename_lock,
+        }
+    }
+
+    /// Saves the free lists, marks the image clean and unmaps it.
+    pub fn unmount(self) -> Result<()> {
+        // LAWN: no write-back after the state word says clean; times of in-place
+        // small writes go to the log.
+        self.data.stop();
+        self.data.persist_lazy_times(&self.table);
+        let s = &*self.store;
+        let runs = s.space.extents();
+        if recovery::save_freelist(&s.vol, &s.geo, &runs) {
+            // Fence: the saved free list is durable before the state word that says
+            // it may be trusted.
+            s.vol.fence();
+            s.vol.store_u64(SB_STATE_OFF, STATE_CLEAN);
+            s.vol.flush(SB_STATE_OFF, 8);
+            // Fence: the clean state is durable before unmount returns.
+            s.vol.fence();
+        }
+        s.vol.sync_to_file();
+        Ok(())
+    }
+
+    // ------------------------------------------------------------- namespace --
+
+    /// Looks `name` up in directory `parent`.
+    pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Attr> {
+        self.ns().lookup(parent, name)
+    }
+
+    /// Creates a node of any kind (`mode` carries the file type bits; `rdev` for
+    /// device nodes) named `name` in `parent`.
+    pub fn mknod(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        mode: u32,
+        rdev: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr> {
+        self.ns().mknod(parent, name, mode, rdev, uid, gid)
+    }
+
+    /// Creates an empty regular file `name` in `parent` (permission bits of `mode`).
+    pub fn create(&self, parent: Ino, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
+        self.ns().create(parent, name, mode, uid, gid)
+    }
+
+    /// Creates an empty directory `name` in `parent`.
+    pub fn mkdir(&self, parent: Ino, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
+        self.ns().mkdir(parent, name, mode, uid, gid)
+    }
+
+    /// Creates a symbolic link `name` in `parent` pointing at `target`.
+    pub fn symlink(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        target: &[u8],
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr> {
+        self.ns().symlink(parent, name, target, uid, gid)
+    }
+
+    /// Removes the non-directory `name` from `parent` (the inode is freed when its
+    /// last link, open handle and frontend reference are gone).
+    pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<()> {
+        self.ns().unlink(parent, name)
+    }
+
+    /// Removes the empty directory `name` from `parent`.
+    pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<()> {
+        self.ns().rmdir(parent, name)
+    }
+
+    /// Adds the hard link `newname` in `newparent` to the non-directory `ino`.
+    pub fn link(&self, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
+        self.ns().link(ino, newparent, newname)
+    }
+
+    /// Renames `on` in `op` to `nn` in `np`, atomically (one journal transaction),
+    /// with `RENAME_NOREPLACE` / `RENAME_EXCHANGE` semantics from `flags`.
+    pub fn rename(&self, op: Ino, on: &[u8], np: Ino, nn: &[u8], flags: RenameFlags) -> Result<()> {
+        self.ns().rename(op, on, np, nn, flags)
+    }
+
+    /// The target of symbolic link `ino`.
+    pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
+        self.ns().readlink(ino)
+    }
+
+    /// Up to `max` entries of directory `ino` after position `offset` (0: from the
+    /// start; each entry carries the offset to continue after it).
+    pub fn readdir(&self, ino: Ino, offset: u64, max: usize) -> Result<Vec<DirEntry>> {
+        self.ns().readdir(ino, offset, max)
+    }
+
+    /// The attributes of `ino`.
+    pub fn getattr(&self, ino: Ino) -> Result<Attr> {
+        self.ns().getattr(ino)
+    }
+
+    /// Changes the attributes `req` names; a size change truncates or extends.
+    pub fn setattr(&self, ino: Ino, req: &SetAttr) -> Result<Attr> {
+        self.ns().setattr(ino, req)
+    }
+
+    /// File-system-wide space and inode figures (`statfs(2)`).
+    pub fn statfs(&self) -> StatFs {
+        self.ns().statfs()
+    }
+
+    // ------------------------------------------------------------------ data --
+
+    /// Reads up to `buf.len()` bytes at `offset` of `ino`; returns the bytes read
+    /// (fewer at the end of the file, 0 past it).
+    pub fn read(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let inode = self.table.get(ino)?;
+        self.data.read(&inode, offset, buf)
+    }
+
+    /// Writes `data` at `offset` of `ino`; returns the bytes written. Durable and
+    /// atomic on return.
+    pub fn write(&self, ino: Ino, offset: u64, data: &[u8]) -> Result<usize> {
+        let inode = self.table.get(ino)?;
+        self.data.write(&inode, Some(offset), data).map(|(_, n)| n)
+    }
+
+    /// O_APPEND: writes at the end of file atomically; returns the offset written at.
+    pub fn append(&self, ino: Ino, data: &[u8]) -> Result<u64> {
+        let inode = self.table.get(ino)?;
+        self.data.write(&inode, None, data).map(|(off, _)| off)
+    }
+
+    /// `read` through an open handle (no inode-table lookup).
+    pub fn handle_read(&self, h: &FileHandle, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        self.data.read(&h.inode, offset, buf)
+    }
+
+    /// `write` through an open handle (no inode-table lookup).
+    pub fn handle_write(&self, h: &FileHandle, offset: u64, data: &[u8]) -> Result<usize> {
+        self.data
+            .write(&h.inode, Some(offset), data)
+            .map(|(_, n)| n)
+    }
+
+    /// `mode`: 0 or `FALLOC_FL_KEEP_SIZE` (allocate zeroed pages for holes),
+    /// `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE` (deallocate).
+    pub fn fallocate(&self, ino: Ino, offset: u64, len: u64, mode: i32) -> Result<()> {
+        let inode = self.table.get(ino)?;
+        self.data.fallocate(&inode, offset, len, mode)
+    }
+
+    /// Every returned operation is already durable; kept for API symmetry.
+    pub fn fsync(&self, ino: Ino) -> Result<()> {
+        self.table.get(ino).map(|_| ())
+    }
+
+    /// Writes every LAWN zone slice back to its file page and clears its descriptor
+    /// (contents do not change). Returns the runs written back (0 outside LAWN).
+    pub fn lawn_writeback(&self) -> u64 {
+        self.data.lawn_writeback()
+    }
+
+    // ------------------------------------------------------------ references --
+
+    /// Pins the inode: an unlinked file stays readable and writable until `release`.
+    pub fn open(&self, ino: Ino) -> Result<()> {
+        self.table.open(ino).map(|_| ())
+    }
+
+    /// Opens `ino` like [`open`](Self::open) and returns a handle that holds the
+    /// inode, so that [`handle_read`](Self::handle_read) and
+    /// [`handle_write`](Self::handle_write) skip the inode-table lookup (a kernel's
+    /// `struct file`). Give it back with [`close_handle`](Self::close_handle).
+    pub fn open_handle(&self, ino: Ino) -> Result<FileHandle> {
+        Ok(FileHandle {
+            inode: self.table.open(ino)?,
+        })
+    }
+
+    /// Closes a handle from [`open_handle`](Self::open_handle) (like `release`).
+    pub fn close_handle(&self, h: FileHandle) -> Result<()> {
+        self.release(h.inode.ino)
+    }
+
+    /// Drops an [`open`](Self::open) pin; an unlinked file is freed with its last.
+    pub fn release(&self, ino: Ino) -> Result<()> {
+        self.table.release(&self.store, ino)
+    }
+
+    /// Records that a frontend handed out a reference to `ino` (a FUSE entry reply:
+    /// lookup, create, mkdir, mknod, symlink, link). Until the matching `forget`, an
+    /// unlinked inode keeps its number (and its data, so the kernel can still read it).
+    pub fn remember(&self, ino: Ino) {
+        self.table.remember(ino)
+    }
+
+    /// Drops `n` references taken with `remember`.
+    pub fn forget(&self, ino: Ino, n: u64) {
+        self.table.forget(&self.store, ino, n)
+    }
+
+    // ----------------------------------------------------------- inspection --
+
+    /// The image's geometry.
+    pub fn geometry(&self) -> &Geometry {
+        &self.store.geo
+    }
+
+    /// Space, inode, log and PM-counter figures of the mount.
+    pub fn stats(&self) -> FsStats {
+        let s = &*self.store;
+        let c = s.vol.counters();
+        let mut log_pages = 0;
+        let mut data_pages = 0;
+        for inode in self.table.all() {
+            let st = inode.state.lock();
+            log_pages += st.log.pages.len() as u64;
+            data_pages += st.pages.len() as u64;
+        }
+        let sw = self.data.stats();
+        let lawn_mode = matches!(self.data.small(), SmallWrite::Lawn(_));
+        FsStats {
+            size_bytes: s.geo.total_blocks * BLOCK,
+            block_size: BLOCK as u32,
+            total_blocks: s.geo.total_blocks,
+            data_blocks: s.geo.data_blocks(),
+            free_blocks: s.space.free_blocks(),
+            free_blocks_per_cpu: s.space.per_cpu_free(),
+            cpus: s.geo.cpus,
+            inodes_total: s.geo.inode_count,
+            inodes_used: self.table.used(),
+            log_pages,
+            data_pages,
+            pm_bytes_written: c.bytes_written,
+            pm_flushes: c.flushes,
+            pm_fences: c.fences,
+            flush_instruction: s.vol.flush_kind().name().to_string(),
+            map_mode: format!("{:?}", s.vol.map_mode()),
+            lock_mode: self.opts.lock.name().to_string(),
+            small_write_mode: self.opts.small_write.name().to_string(),
+            clean_mount: self.clean_mount,
+            max_concurrent_writers: self.data.writers_max(),
+            lawn_slot_size: s.geo.slot_size,
+            // (Outside LAWN no descriptor is ever stored; the field says what a
+            // LAWN mount with these options would start from.)
+            lawn_desc_store: sw
+                .desc_store
+                .or(self.opts.lawn_desc_store)
+                .unwrap_or(pm::Store16::NonTemporal)
+                .name()
+                .to_string(),
+            lawn_slots_used: sw.slots_used,
+            lawn_slots_free: if lawn_mode {
+                sw.slots_free
+            } else {
+                s.geo.zone_slots
+            },
+            lawn_zone_writes: sw.zone_writes,
+            lawn_file_writes: sw.file_writes,
+            lawn_writebacks: sw.writebacks,
+            finelog_writes: sw.finelog_writes,
+            small_write_fallbacks: sw.fallbacks,
+        }
+    }
+
+    /// PM counters of the whole mount.
+    pub fn pm_counters(&self) -> pm::CounterSnapshot {
+        self.store.vol.counters()
+    }
+
+    /// PM counters of the calling thread (exact even while other threads work).
+    pub fn thread_counters(&self) -> pm::CounterSnapshot {
+        self.store.vol.thread_counters()
+    }
+
+    /// Passes an operation marker to the region's tracer (the crash explorer's
+    /// operation boundaries); no effect on PM.
+    pub fn marker(&self, m: pm::Marker) {
+        self.store.vol.marker(m)
+    }
+
+    /// The PM latency profile charged on this mount.
+    pub fn pm_profile(&self) -> pm::PmProfile {
+        self.store.vol.profile()
+    }
+
+    /// How the image is mapped.
+    pub fn map_mode(&self) -> pm::MapMode {
+        self.store.vol.map_mode()
+    }
+
+    /// The cache-line write-back instruction in use.
+    pub fn flush_kind(&self) -> pm::FlushKind {
+        self.store.vol.flush_kind()
+    }
+
+    /// DRAM bytes of range-lock words allocated for `ino` (segment lock mode; 0 in the
+    /// other modes).
+    pub fn lock_memory(&self, ino: Ino) -> Result<u64> {
+        Ok(self.table.get(ino)?.data.lock_bytes() as u64)
+    }
+
+    /// Bytes of log pages held by `ino`'s log.
+    pub fn log_bytes(&self, ino: Ino) -> Result<u64> {
+        let (_i, st) = self.table.lock(ino)?;
+        Ok(st.log.bytes())
+    }
+}
