@@ -17,6 +17,7 @@
 //!
 //! All PM access goes through the `pm` crate.
 
+pub mod api;
 #[doc(hidden)]
 pub mod bugs;
 pub mod error;
@@ -40,6 +41,7 @@ mod recovery;
 mod space;
 mod vol;
 
+pub use api::FileSystem;
 pub use error::{FsError, Result};
 pub use fs::{mkfs, mkfs_pm, mount, FileHandle, Fs};
 pub use fsck::{fsck, FsckReport};
