@@ -3,8 +3,7 @@
 //! tests (bench harness, FUSE adapter).
 
 use mnemofs::{
-    Attr, DirEntry, FileHandle, FileSystem, Fs, FsStats, Ino, RenameFlags, Result, SetAttr,
-    StatFs,
+    Attr, DirEntry, FileHandle, FileSystem, Fs, FsStats, Ino, RenameFlags, Result, SetAttr, StatFs,
 };
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -117,14 +116,7 @@ impl FileSystem for Counting {
         self.count("mkdir");
         self.inner.mkdir(parent, name, mode, uid, gid)
     }
-    fn symlink(
-        &self,
-        parent: Ino,
-        name: &[u8],
-        target: &[u8],
-        uid: u32,
-        gid: u32,
-    ) -> Result<Attr> {
+    fn symlink(&self, parent: Ino, name: &[u8], target: &[u8], uid: u32, gid: u32) -> Result<Attr> {
         self.count("symlink");
         self.inner.symlink(parent, name, target, uid, gid)
     }
