@@ -7,6 +7,7 @@ use mnemofs::{
 };
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// The methods of [`FileSystem`], in declaration order.
 pub const METHODS: &[&str] = &[
@@ -45,7 +46,24 @@ pub const METHODS: &[&str] = &[
 /// Counts calls per method and forwards them to `inner`.
 pub struct Counting {
     pub inner: Fs,
-    calls: Vec<AtomicU64>,
+    calls: Calls,
+}
+
+/// The call counts of a [`Counting`] engine; they outlive it (a mount consumes the
+/// engine when it unmounts).
+#[derive(Clone)]
+pub struct Calls(Arc<Vec<AtomicU64>>);
+
+impl Calls {
+    /// Calls so far of each method that was called at least once.
+    pub fn counts(&self) -> BTreeMap<&'static str, u64> {
+        METHODS
+            .iter()
+            .zip(self.0.iter())
+            .map(|(m, c)| (*m, c.load(Ordering::Relaxed)))
+            .filter(|(_, n)| *n > 0)
+            .collect()
+    }
 }
 
 /// The decorator's own handle type (wrapping the engine's).
@@ -57,7 +75,9 @@ impl Counting {
     pub fn new(inner: Fs) -> Counting {
         Counting {
             inner,
-            calls: METHODS.iter().map(|_| AtomicU64::new(0)).collect(),
+            calls: Calls(Arc::new(
+                METHODS.iter().map(|_| AtomicU64::new(0)).collect(),
+            )),
         }
     }
 
@@ -66,17 +86,18 @@ impl Counting {
             .iter()
             .position(|m| *m == method)
             .unwrap_or_else(|| panic!("unknown method {method}"));
-        self.calls[i].fetch_add(1, Ordering::Relaxed);
+        self.calls.0[i].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Calls so far of each method that was called at least once.
     pub fn counts(&self) -> BTreeMap<&'static str, u64> {
-        METHODS
-            .iter()
-            .zip(&self.calls)
-            .map(|(m, c)| (*m, c.load(Ordering::Relaxed)))
-            .filter(|(_, n)| *n > 0)
-            .collect()
+        self.calls.counts()
+    }
+
+    /// The counts, shared.
+    #[allow(dead_code)]
+    pub fn calls(&self) -> Calls {
+        self.calls.clone()
     }
 }
 
