@@ -2,9 +2,11 @@
 //!
 //! - [`config`]: the workloads (FxMark, fio-style, filebench-like, small files), their
 //!   parameters and a run's configuration.
-//! - [`workloads`]: what each thread of each workload does, through the engine API.
+//! - [`workloads`]: what each thread of each workload does, through the engine
+//!   interface (`mnemofs::FileSystem`), generic over the implementation.
 //! - [`runner`]: one in-process run on a fresh image: warm-up excluded, per-op
-//!   latency, PM counters over the measured phase only, progress bar.
+//!   latency, PM counters over the measured phase only, progress bar. [`run`] builds
+//!   the local engine; [`measure`] runs a workload on any `FileSystem`.
 //! - [`stats`]: latency histogram and medians. [`dist`]: the normal distribution of
 //!   `skewread`.
 //! - [`result`]: one JSON object per run and the terminal tables.
@@ -30,4 +32,4 @@ pub mod workloads;
 pub use config::{Params, RunConfig, Stop, Workload};
 pub use error::{BenchError, BenchResultT};
 pub use result::BenchResult;
-pub use runner::run;
+pub use runner::{measure, run, EngineInfo};

@@ -1,6 +1,12 @@
 //! One in-process run: fresh image → mkfs → mount (preset, PM profile) → data set →
 //! warm-up (not measured) → measured phase → unmount → image removed.
 //!
+//! [`run`] builds the local engine ([`Fs`]) and hands it to [`measure`], which knows
+//! only the engine interface [`FileSystem`]: the data set, the threads, the timing
+//! and the PM counters go through it, so another implementation (a cluster client)
+//! is measured by the same code. What only the local mount can tell (LAWN descriptor
+//! store, PM profile, mapping, flush instruction) comes in as [`EngineInfo`].
+//!
 //! Every thread times each of its operations with the monotonic clock (the end of
 //! one operation is the start of the next, so the harness's own bookkeeping, a few
 //! nanoseconds, is inside the figures). PM counters are read while every thread
@@ -14,7 +20,7 @@ use crate::stats::Histogram;
 use crate::workloads::{image_size_for, prepare, Worker};
 use crossbeam_utils::CachePadded;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use mnemofs::{Fs, FsError, MkfsOptions};
+use mnemofs::{FileSystem, Fs, FsError, MkfsOptions};
 use std::io::IsTerminal;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
@@ -173,9 +179,9 @@ fn share(n: u64, t: usize, threads: usize) -> u64 {
 /// Operations are timed with the time-stamp counter ([`pm::SpinClock::ticks`]), as
 /// fio times its I/Os by default: a clock read costs ~55 ns on this VM, a large share
 /// of a sub-microsecond write, and one read per operation is all the loop takes.
-fn run_phase(
-    w: &mut dyn Worker,
-    fs: &Fs,
+fn run_phase<E: FileSystem>(
+    w: &mut dyn Worker<E>,
+    fs: &E,
     stop: Stop,
     quota: u64,
     abort: &AtomicBool,
@@ -228,7 +234,9 @@ pub fn run(cfg: &RunConfig) -> BenchResultT<BenchResult> {
     let image = fresh_image_zoned(cfg.image.as_deref(), size, cfg.zone_percent, cfg.slot_size)?;
     let fs = mnemofs::mount(&image.path, &cfg.mount)
         .map_err(|e| BenchError::fs(format!("mount {}", image.path.display()), e))?;
-    let measured = measure(cfg, &fs, &image, size);
+    let info = EngineInfo::of(&fs);
+    let label = image.path.display().to_string();
+    let measured = measure(cfg, &fs, &info, &label, size);
     let unmounted = fs
         .unmount()
         .map_err(|e| BenchError::fs(format!("unmount {}", image.path.display()), e));
@@ -237,7 +245,45 @@ pub fn run(cfg: &RunConfig) -> BenchResultT<BenchResult> {
     Ok(r)
 }
 
-fn measure(cfg: &RunConfig, fs: &Fs, image: &Image, image_size: u64) -> BenchResultT<BenchResult> {
+/// What a result reports about the engine beyond what [`FileSystem`] offers: facts
+/// of the local engine's mount (an implementation without them passes
+/// `EngineInfo::default()`: empty strings).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EngineInfo {
+    /// How LAWN descriptors are stored (`FsStats::lawn_desc_store`).
+    pub lawn_desc_store: String,
+    /// Name of the PM latency profile charged.
+    pub pm_profile: String,
+    /// How the image is mapped (`Debug` of `pm::MapMode`).
+    pub map_mode: String,
+    /// The cache-line write-back instruction.
+    pub flush_instruction: String,
+}
+
+impl EngineInfo {
+    /// The facts of a mounted local engine.
+    pub fn of(fs: &Fs) -> EngineInfo {
+        EngineInfo {
+            lawn_desc_store: fs.stats().lawn_desc_store,
+            pm_profile: fs.pm_profile().name.to_string(),
+            map_mode: format!("{:?}", fs.map_mode()),
+            flush_instruction: fs.flush_kind().name().to_string(),
+        }
+    }
+}
+
+/// Runs `cfg`'s workload (data set, warm-up, measured phase; `cfg.mount`, `image*`,
+/// `zone_percent` and `slot_size` are not used here) on the mounted engine `fs` and
+/// reports it; `image` and `image_size` are only reported. The engine is left
+/// mounted, holding the data set.
+pub fn measure<E: FileSystem + 'static>(
+    cfg: &RunConfig,
+    fs: &E,
+    info: &EngineInfo,
+    image: &str,
+    image_size: u64,
+) -> BenchResultT<BenchResult> {
+    cfg.validate().map_err(BenchError::Msg)?;
     let threads = cfg.threads;
     let workers = prepare(cfg.workload, fs, &cfg.params, threads, cfg.seed)?;
     let barrier = Barrier::new(threads + 1);
@@ -351,8 +397,8 @@ fn measure(cfg: &RunConfig, fs: &Fs, image: &Image, image_size: u64) -> BenchRes
         preset: cfg.preset.clone(),
         lock: m.lock.name().to_string(),
         small_write: m.small_write.name().to_string(),
-        lawn_desc_store: fs.stats().lawn_desc_store,
-        pm_profile: fs.pm_profile().name.to_string(),
+        lawn_desc_store: info.lawn_desc_store.clone(),
+        pm_profile: info.pm_profile.clone(),
         threads,
         io_size: cfg.params.io_size,
         file_size: cfg.params.file_size,
@@ -388,10 +434,10 @@ fn measure(cfg: &RunConfig, fs: &Fs, image: &Image, image_size: u64) -> BenchRes
         fences_per_op: per_op(c.fences),
         pm_modeled_delay_ns: c.modeled_delay_ns,
         pm_modeled_delay_per_op_ns: per_op(c.modeled_delay_ns),
-        image: image.path.display().to_string(),
+        image: image.to_string(),
         image_size,
-        map_mode: format!("{:?}", fs.map_mode()),
-        flush_instruction: fs.flush_kind().name().to_string(),
+        map_mode: info.map_mode.clone(),
+        flush_instruction: info.flush_instruction.clone(),
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
         host: hostname(),
         date: now_utc(),

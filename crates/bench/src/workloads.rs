@@ -1,5 +1,7 @@
-//! What each thread of each workload does, through the engine's API (the same calls
-//! the FUSE adapter makes: lookup/create/open/read/write/release/unlink/setattr).
+//! What each thread of each workload does, through the engine interface
+//! [`FileSystem`] (the same calls the FUSE adapter makes:
+//! lookup/create/open/read/write/release/unlink/setattr), so any implementation of it
+//! runs every workload.
 //!
 //! [`prepare`] builds the data set (not measured) and returns one [`Worker`] per
 //! thread; the runner calls [`Worker::op`] in a loop and times each call. One call is
@@ -10,7 +12,7 @@
 use crate::config::{Params, Workload};
 use crate::dist::skewed_block;
 use crate::error::{BenchError, BenchResultT};
-use mnemofs::{FileHandle, Fs, FsError, Ino, SetAttr, ROOT_INO};
+use mnemofs::{FileSystem, FsError, Ino, SetAttr, ROOT_INO};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::VecDeque;
@@ -46,10 +48,11 @@ impl OpOutcome {
     }
 }
 
-/// One thread's part of a workload.
-pub trait Worker: Send {
+/// One thread's part of a workload over the engine `E` (any [`FileSystem`]; the
+/// calls inside `op` are monomorphized for `E`).
+pub trait Worker<E: FileSystem>: Send {
     /// Runs one operation.
-    fn op(&mut self, fs: &Fs) -> Result<OpOutcome, FsError>;
+    fn op(&mut self, fs: &E) -> Result<OpOutcome, FsError>;
 }
 
 fn name(prefix: &str, i: u64) -> Vec<u8> {
@@ -62,20 +65,20 @@ fn pattern(len: u64, seed: u8) -> Vec<u8> {
         .collect()
 }
 
-fn create(fs: &Fs, dir: Ino, n: &[u8]) -> BenchResultT<Ino> {
+fn create<E: FileSystem>(fs: &E, dir: Ino, n: &[u8]) -> BenchResultT<Ino> {
     fs.create(dir, n, 0o644, 0, 0)
         .map(|a| a.ino)
         .map_err(|e| BenchError::fs(format!("create {}", String::from_utf8_lossy(n)), e))
 }
 
-fn mkdir(fs: &Fs, n: &[u8]) -> BenchResultT<Ino> {
+fn mkdir<E: FileSystem>(fs: &E, n: &[u8]) -> BenchResultT<Ino> {
     fs.mkdir(ROOT_INO, n, 0o755, 0, 0)
         .map(|a| a.ino)
         .map_err(|e| BenchError::fs(format!("mkdir {}", String::from_utf8_lossy(n)), e))
 }
 
 /// Writes `size` bytes of a pattern to `ino` from offset 0, in 1 MiB calls.
-fn fill(fs: &Fs, ino: Ino, size: u64, chunk: &[u8]) -> Result<(), FsError> {
+fn fill<E: FileSystem>(fs: &E, ino: Ino, size: u64, chunk: &[u8]) -> Result<(), FsError> {
     let mut off = 0;
     while off < size {
         let n = (size - off).min(chunk.len() as u64);
@@ -85,7 +88,7 @@ fn fill(fs: &Fs, ino: Ino, size: u64, chunk: &[u8]) -> Result<(), FsError> {
     Ok(())
 }
 
-fn truncate(fs: &Fs, ino: Ino) -> Result<(), FsError> {
+fn truncate<E: FileSystem>(fs: &E, ino: Ino) -> Result<(), FsError> {
     fs.setattr(
         ino,
         &SetAttr {
@@ -97,7 +100,7 @@ fn truncate(fs: &Fs, ino: Ino) -> Result<(), FsError> {
 }
 
 /// Reads the whole file in 1 MiB calls; returns the bytes read.
-fn read_whole(fs: &Fs, ino: Ino, buf: &mut [u8]) -> Result<u64, FsError> {
+fn read_whole<E: FileSystem>(fs: &E, ino: Ino, buf: &mut [u8]) -> Result<u64, FsError> {
     let mut off = 0u64;
     loop {
         let n = fs.read(ino, off, buf)? as u64;
@@ -138,18 +141,18 @@ pub fn files_per_thread(files: u64, threads: usize) -> u64 {
 }
 
 /// Builds the data set and one worker per thread.
-pub fn prepare(
+pub fn prepare<E: FileSystem + 'static>(
     w: Workload,
-    fs: &Fs,
+    fs: &E,
     p: &Params,
     threads: usize,
     seed: u64,
-) -> BenchResultT<Vec<Box<dyn Worker>>> {
+) -> BenchResultT<Vec<Box<dyn Worker<E>>>> {
     let chunk = pattern(WHOLE_IO.max(p.io_size), 0x5a);
     let rng =
         |t: usize| SmallRng::seed_from_u64(seed ^ (t as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
     let io = pattern(p.io_size, 0xa5);
-    let mut out: Vec<Box<dyn Worker>> = Vec::with_capacity(threads);
+    let mut out: Vec<Box<dyn Worker<E>>> = Vec::with_capacity(threads);
     let fill_err = |what: &str, e| BenchError::fs(format!("filling {what}"), e);
     match w {
         Workload::Dwom | Workload::Drbm => {
@@ -306,28 +309,28 @@ pub fn prepare(
 
 /// FxMark DWOM: overwrite one block (through a handle each thread opened, as
 /// FxMark's processes open the file once and then pwrite).
-struct Overwrite {
-    file: FileHandle,
+struct Overwrite<E: FileSystem> {
+    file: E::Handle,
     off: u64,
     buf: Vec<u8>,
 }
 
-impl Worker for Overwrite {
-    fn op(&mut self, fs: &Fs) -> Result<OpOutcome, FsError> {
+impl<E: FileSystem> Worker<E> for Overwrite<E> {
+    fn op(&mut self, fs: &E) -> Result<OpOutcome, FsError> {
         let n = fs.handle_write(&self.file, self.off, &self.buf)?;
         Ok(OpOutcome::written(n as u64))
     }
 }
 
 /// FxMark DRBM / DRBL: read one block (through a handle, as above).
-struct ReadAt {
-    file: FileHandle,
+struct ReadAt<E: FileSystem> {
+    file: E::Handle,
     off: u64,
     buf: Vec<u8>,
 }
 
-impl Worker for ReadAt {
-    fn op(&mut self, fs: &Fs) -> Result<OpOutcome, FsError> {
+impl<E: FileSystem> Worker<E> for ReadAt<E> {
+    fn op(&mut self, fs: &E) -> Result<OpOutcome, FsError> {
         let n = fs.handle_read(&self.file, self.off, &mut self.buf)?;
         Ok(OpOutcome::read(n as u64))
     }
@@ -341,8 +344,8 @@ struct Append {
     buf: Vec<u8>,
 }
 
-impl Worker for Append {
-    fn op(&mut self, fs: &Fs) -> Result<OpOutcome, FsError> {
+impl<E: FileSystem> Worker<E> for Append {
+    fn op(&mut self, fs: &E) -> Result<OpOutcome, FsError> {
         fs.append(self.ino, &self.buf)?;
         self.size += self.buf.len() as u64;
         if self.size >= self.limit {
@@ -364,8 +367,8 @@ enum Access {
 
 /// fio-style access to one file in `io`-sized, `io`-aligned blocks, through a
 /// handle opened once (fio opens its file, then preads/pwrites).
-struct Random {
-    file: FileHandle,
+struct Random<E: FileSystem> {
+    file: E::Handle,
     io: u64,
     nblocks: u64,
     kind: Access,
@@ -375,8 +378,8 @@ struct Random {
     rbuf: Vec<u8>,
 }
 
-impl Worker for Random {
-    fn op(&mut self, fs: &Fs) -> Result<OpOutcome, FsError> {
+impl<E: FileSystem> Worker<E> for Random<E> {
+    fn op(&mut self, fs: &E) -> Result<OpOutcome, FsError> {
         let (block, write) = match self.kind {
             Access::Write => (self.rng.random_range(0..self.nblocks), true),
             Access::Read => (self.rng.random_range(0..self.nblocks), false),
@@ -481,7 +484,7 @@ impl Flow {
         Some(v[self.rng.random_range(0..v.len())])
     }
 
-    fn close_cur(&mut self, fs: &Fs) -> Result<(), FsError> {
+    fn close_cur<E: FileSystem>(&mut self, fs: &E) -> Result<(), FsError> {
         if let Some(ino) = self.cur.take() {
             fs.release(ino)?;
         }
@@ -492,7 +495,7 @@ impl Flow {
         self.rng.random_range(1..=self.append_max)
     }
 
-    fn step(&mut self, fs: &Fs, s: Step) -> Result<OpOutcome, FsError> {
+    fn step<E: FileSystem>(&mut self, fs: &E, s: Step) -> Result<OpOutcome, FsError> {
         let none = OpOutcome::default();
         match s {
             Step::Create => {
@@ -578,8 +581,8 @@ impl Flow {
     }
 }
 
-impl Worker for Flow {
-    fn op(&mut self, fs: &Fs) -> Result<OpOutcome, FsError> {
+impl<E: FileSystem> Worker<E> for Flow {
+    fn op(&mut self, fs: &E) -> Result<OpOutcome, FsError> {
         let s = self.steps[self.at];
         self.at = (self.at + 1) % self.steps.len();
         self.step(fs, s)
@@ -601,8 +604,8 @@ struct Oltp {
     log_buf: Vec<u8>,
 }
 
-impl Worker for Oltp {
-    fn op(&mut self, fs: &Fs) -> Result<OpOutcome, FsError> {
+impl<E: FileSystem> Worker<E> for Oltp {
+    fn op(&mut self, fs: &E) -> Result<OpOutcome, FsError> {
         let s = self.step;
         let cycle_len = if self.cycles % 10 == 9 { 12 } else { 11 };
         self.step += 1;
@@ -640,8 +643,8 @@ struct SmallFiles {
     buf: Vec<u8>,
 }
 
-impl Worker for SmallFiles {
-    fn op(&mut self, fs: &Fs) -> Result<OpOutcome, FsError> {
+impl<E: FileSystem> Worker<E> for SmallFiles {
+    fn op(&mut self, fs: &E) -> Result<OpOutcome, FsError> {
         if self.live.len() as u64 >= self.cap {
             if let Some(old) = self.live.pop_front() {
                 fs.unlink(self.dir, &name("s", old))?;

@@ -8,7 +8,7 @@ use fuser::{
     ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
     WriteFlags,
 };
-use mnemofs::{Attr, Fs, SetAttr, ROOT_INO};
+use mnemofs::{Attr, FileSystem, Fs, SetAttr, ROOT_INO};
 use std::cell::RefCell;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -17,7 +17,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-/// Name of the root-directory xattr that holds [`mnemofs::FsStats`] as JSON.
+/// Name of the root-directory xattr that holds the engine's statistics
+/// ([`FileSystem::stats`]; [`mnemofs::FsStats`] for the local engine) as JSON.
 pub const STATS_XATTR: &str = "user.mnemofs.stats";
 
 /// Largest write the kernel sends in one request.
@@ -79,9 +80,11 @@ impl Default for AdapterOptions {
     }
 }
 
-/// The FUSE file system over a mounted mnemofs.
-pub struct MnemoFuse {
-    fs: Arc<Fs>,
+/// The FUSE file system over a mounted engine: any [`FileSystem`], the local
+/// engine [`Fs`] by default. Generic (not `dyn`), so each request compiles to a
+/// direct call of the engine's method.
+pub struct MnemoFuse<E: FileSystem = Fs> {
+    fs: Arc<E>,
     opts: AdapterOptions,
     /// Next file handle (bits 1..; bit 0 is [`FH_APPEND`]).
     next_fh: AtomicU64,
@@ -91,7 +94,7 @@ pub struct MnemoFuse {
     write_flags_known: bool,
 }
 
-impl std::fmt::Debug for MnemoFuse {
+impl<E: FileSystem> std::fmt::Debug for MnemoFuse<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MnemoFuse")
             .field("opts", &self.opts)
@@ -99,8 +102,9 @@ impl std::fmt::Debug for MnemoFuse {
     }
 }
 
-impl MnemoFuse {
-    pub fn new(fs: Arc<Fs>, opts: AdapterOptions) -> MnemoFuse {
+impl<E: FileSystem> MnemoFuse<E> {
+    /// An adapter that serves `fs` with `opts`.
+    pub fn new(fs: Arc<E>, opts: AdapterOptions) -> MnemoFuse<E> {
         MnemoFuse {
             fs,
             opts,
@@ -110,7 +114,7 @@ impl MnemoFuse {
     }
 
     /// The engine this adapter serves.
-    pub fn fs(&self) -> &Arc<Fs> {
+    pub fn fs(&self) -> &Arc<E> {
         &self.fs
     }
 
@@ -184,7 +188,7 @@ fn masked(mode: u32, umask: u32) -> u32 {
     mode & 0o7777 & !umask
 }
 
-impl fuser::Filesystem for MnemoFuse {
+impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         let abi = config.kernel_abi();
         self.write_flags_known = (abi.0, abi.1) >= (7, 9);

@@ -1,5 +1,7 @@
 //! FUSE adapter for mnemofs: each kernel request becomes one engine call
-//! ([`MnemoFuse`]), engine errors become errnos in one place ([`errno`]), and
+//! ([`MnemoFuse`], generic over the engine interface [`mnemofs::FileSystem`], so the
+//! local engine and any other implementation are served alike), engine errors become
+//! errnos in one place ([`errno`]), and
 //! [`mount_and_serve`] mounts with several event-loop threads and stops cleanly.
 
 mod adapter;

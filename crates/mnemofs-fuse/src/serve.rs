@@ -4,7 +4,7 @@ use crate::adapter::{AdapterOptions, MnemoFuse, DEFAULT_ATTR_TTL, DEFAULT_ENTRY_
 use crate::mountpoint::{check_mountpoint, path_cstring, strip_os_error, MountpointError};
 use crate::signals::{signal_name, BlockedSignals, SigSet, STOP_SIGNALS};
 use fuser::{MountOption, SessionACL, SessionUnmounter};
-use mnemofs::{Fs, FsError};
+use mnemofs::{FileSystem, FsError};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -84,12 +84,13 @@ impl From<io::Error> for MountError {
 
 /// Mounts `fs` on `mountpoint`, serves until it is unmounted (by `umount`,
 /// `fusermount3 -u`, or a stop signal when [`MountConfig::handle_signals`]), then
-/// unmounts the engine (`Fs::unmount`: free lists saved, image marked clean).
+/// unmounts the engine ([`FileSystem::unmount`]; the local engine saves its free
+/// lists and marks the image clean).
 ///
 /// `fs` must be the only reference: the engine is unmounted through
 /// `Arc::try_unwrap` once the FUSE session has ended.
-pub fn mount_and_serve(
-    fs: Arc<Fs>,
+pub fn mount_and_serve<E: FileSystem + 'static>(
+    fs: Arc<E>,
     mountpoint: &Path,
     cfg: &MountConfig,
 ) -> Result<(), MountError> {
@@ -98,8 +99,8 @@ pub fn mount_and_serve(
 
 /// [`mount_and_serve`], calling `on_ready` with the canonical mount point once the
 /// file system is mounted and the kernel handshake is done (requests are served).
-pub fn mount_and_serve_with<F: FnOnce(&Path)>(
-    fs: Arc<Fs>,
+pub fn mount_and_serve_with<E: FileSystem + 'static, F: FnOnce(&Path)>(
+    fs: Arc<E>,
     mountpoint: &Path,
     cfg: &MountConfig,
     on_ready: F,
@@ -129,7 +130,7 @@ pub fn mount_and_serve_with<F: FnOnce(&Path)>(
 /// The engine back from the `Arc` once the session has let go of it. Normally that
 /// is at once; after a failed session (a thread that panicked or could not start),
 /// event-loop threads may still be winding down, so wait a little for them.
-fn take_engine(mut fs: Arc<Fs>) -> Option<Fs> {
+fn take_engine<E>(mut fs: Arc<E>) -> Option<E> {
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     loop {
         match Arc::try_unwrap(fs) {
@@ -157,8 +158,8 @@ impl Drop for EndNotice {
     }
 }
 
-fn serve<F: FnOnce(&Path)>(
-    fs: Arc<Fs>,
+fn serve<E: FileSystem + 'static, F: FnOnce(&Path)>(
+    fs: Arc<E>,
     mountpoint: &Path,
     cfg: &MountConfig,
     signals: Option<SigSet>,

@@ -6,6 +6,7 @@
 //! [`Store`] (volume, space, journals, log commit). `mkfs` is in `mkfs.rs`, the
 //! recovery pipeline mount runs in `recovery`.
 
+use crate::api::FileSystem;
 use crate::data::{finelog::Finelog, lawn::Lawn, DataPlane, SmallWrite};
 use crate::error::Result;
 use crate::format::{Geometry, BLOCK, SB_STATE_OFF, STATE_CLEAN};
@@ -420,5 +421,176 @@ impl Fs {
     pub fn log_bytes(&self, ino: Ino) -> Result<u64> {
         let (_i, st) = self.table.lock(ino)?;
         Ok(st.log.bytes())
+    }
+}
+
+/// The engine interface over the local engine: each call is the inherent method.
+impl FileSystem for Fs {
+    type Handle = FileHandle;
+    type Stats = FsStats;
+
+    #[inline]
+    fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Attr> {
+        Fs::lookup(self, parent, name)
+    }
+
+    #[inline]
+    fn getattr(&self, ino: Ino) -> Result<Attr> {
+        Fs::getattr(self, ino)
+    }
+
+    #[inline]
+    fn setattr(&self, ino: Ino, req: &SetAttr) -> Result<Attr> {
+        Fs::setattr(self, ino, req)
+    }
+
+    #[inline]
+    fn mknod(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        mode: u32,
+        rdev: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr> {
+        Fs::mknod(self, parent, name, mode, rdev, uid, gid)
+    }
+
+    #[inline]
+    fn create(&self, parent: Ino, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
+        Fs::create(self, parent, name, mode, uid, gid)
+    }
+
+    #[inline]
+    fn mkdir(&self, parent: Ino, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
+        Fs::mkdir(self, parent, name, mode, uid, gid)
+    }
+
+    #[inline]
+    fn symlink(&self, parent: Ino, name: &[u8], target: &[u8], uid: u32, gid: u32) -> Result<Attr> {
+        Fs::symlink(self, parent, name, target, uid, gid)
+    }
+
+    #[inline]
+    fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
+        Fs::readlink(self, ino)
+    }
+
+    #[inline]
+    fn unlink(&self, parent: Ino, name: &[u8]) -> Result<()> {
+        Fs::unlink(self, parent, name)
+    }
+
+    #[inline]
+    fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<()> {
+        Fs::rmdir(self, parent, name)
+    }
+
+    #[inline]
+    fn link(&self, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
+        Fs::link(self, ino, newparent, newname)
+    }
+
+    #[inline]
+    fn rename(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        newparent: Ino,
+        newname: &[u8],
+        flags: RenameFlags,
+    ) -> Result<()> {
+        Fs::rename(self, parent, name, newparent, newname, flags)
+    }
+
+    #[inline]
+    fn readdir(&self, ino: Ino, offset: u64, max: usize) -> Result<Vec<DirEntry>> {
+        Fs::readdir(self, ino, offset, max)
+    }
+
+    #[inline]
+    fn read(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        Fs::read(self, ino, offset, buf)
+    }
+
+    #[inline]
+    fn write(&self, ino: Ino, offset: u64, data: &[u8]) -> Result<usize> {
+        Fs::write(self, ino, offset, data)
+    }
+
+    #[inline]
+    fn append(&self, ino: Ino, data: &[u8]) -> Result<u64> {
+        Fs::append(self, ino, data)
+    }
+
+    #[inline]
+    fn fallocate(&self, ino: Ino, offset: u64, len: u64, mode: i32) -> Result<()> {
+        Fs::fallocate(self, ino, offset, len, mode)
+    }
+
+    #[inline]
+    fn open(&self, ino: Ino) -> Result<()> {
+        Fs::open(self, ino)
+    }
+
+    #[inline]
+    fn release(&self, ino: Ino) -> Result<()> {
+        Fs::release(self, ino)
+    }
+
+    #[inline]
+    fn open_handle(&self, ino: Ino) -> Result<FileHandle> {
+        Fs::open_handle(self, ino)
+    }
+
+    #[inline]
+    fn close_handle(&self, h: FileHandle) -> Result<()> {
+        Fs::close_handle(self, h)
+    }
+
+    #[inline]
+    fn handle_read(&self, h: &FileHandle, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        Fs::handle_read(self, h, offset, buf)
+    }
+
+    #[inline]
+    fn handle_write(&self, h: &FileHandle, offset: u64, data: &[u8]) -> Result<usize> {
+        Fs::handle_write(self, h, offset, data)
+    }
+
+    #[inline]
+    fn remember(&self, ino: Ino) {
+        Fs::remember(self, ino)
+    }
+
+    #[inline]
+    fn forget(&self, ino: Ino, n: u64) {
+        Fs::forget(self, ino, n)
+    }
+
+    #[inline]
+    fn fsync(&self, ino: Ino) -> Result<()> {
+        Fs::fsync(self, ino)
+    }
+
+    #[inline]
+    fn statfs(&self) -> StatFs {
+        Fs::statfs(self)
+    }
+
+    #[inline]
+    fn stats(&self) -> FsStats {
+        Fs::stats(self)
+    }
+
+    #[inline]
+    fn pm_counters(&self) -> pm::CounterSnapshot {
+        Fs::pm_counters(self)
+    }
+
+    #[inline]
+    fn unmount(self) -> Result<()> {
+        Fs::unmount(self)
     }
 }

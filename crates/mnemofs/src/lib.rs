@@ -17,6 +17,7 @@
 //!
 //! All PM access goes through the `pm` crate.
 
+pub mod api;
 #[doc(hidden)]
 pub mod bugs;
 pub mod error;
@@ -41,6 +42,7 @@ mod space;
 mod store;
 mod vol;
 
+pub use api::FileSystem;
 pub use engine::{mount, FileHandle, Fs};
 pub use error::{FsError, Result};
 pub use fsck::{fsck, FsckReport};

@@ -2,7 +2,7 @@
 //!
 //! Two append protocols share one on-PM format (DESIGN.md §3, pNOVA §3.3).
 //!
-//! **Locked append** ([`LogState::stage`] + `Fs::commit`), used by everything that
+//! **Locked append** ([`LogState::stage`] + `Store::commit`), used by everything that
 //! holds the inode's state lock from start to end (namespace operations, setattr,
 //! fallocate, and data writes in the `inode` lock mode):
 //! 1. positions are taken from the DRAM tail; new pages are zeroed and linked;
