@@ -121,7 +121,7 @@ impl Fs {
         self.data.persist_lazy_times(&self.table);
         let s = &*self.store;
         let runs = s.space.extents();
-        if recovery::save_freelist(&s.vol, &s.geo, &runs) {
+        if crate::freelist::save_freelist(&s.vol, &s.geo, &runs) {
             // Fence: the saved free list is durable before the state word that says
             // it may be trusted.
             s.vol.fence();

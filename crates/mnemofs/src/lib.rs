@@ -26,6 +26,7 @@ pub mod types;
 
 mod data;
 mod engine;
+mod freelist;
 pub mod fsck;
 mod index;
 mod inode;

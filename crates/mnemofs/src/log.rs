@@ -474,7 +474,7 @@ mod tests {
 
     fn concurrent_appends_model() {
         use crate::inode::InodeState;
-        use crate::recovery::replay_page;
+        use crate::recovery::replay::replay_page;
         use crate::types::FileKind;
         use shuttle::sync::Mutex;
         use std::sync::Arc;

@@ -116,7 +116,7 @@ pub(crate) fn format(pm: &Vol, geo: &Geometry) {
     pm.store_u64(ioff + INO_TAIL_OFF, pos);
     pm.store_u64(ioff + INO_VALID_OFF, 1);
     pm.flush(ioff, 128);
-    recovery::save_freelist(pm, geo, &[(geo.data_start + 1, geo.data_blocks() - 1)]);
+    crate::freelist::save_freelist(pm, geo, &[(geo.data_start + 1, geo.data_blocks() - 1)]);
     // Fence: root inode, its log and the free list are durable before the superblock
     // that makes the image a mnemofs.
     pm.fence();

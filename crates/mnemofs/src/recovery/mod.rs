@@ -1,0 +1,275 @@
+//! Mount-time loading and crash recovery.
+//!
+//! Order (each step is idempotent, so a crash during recovery just recovers again):
+//! 1. superblock: primary, else replica (the primary is repaired from it);
+//! 2. the state word says whether the last unmount was clean;
+//! 3. every CPU's lite journal: an active transaction is rolled back (undo records);
+//! 4. every valid inode: its log is walked from head to the page holding the tail and
+//!    each committed entry is applied (the same `InodeState::apply` the live file
+//!    system uses); bytes past the tail in the tail page are zeroed;
+//! 5. directory entries are resolved; link counts are checked; orphans (link count 0:
+//!    unlinked while open) are freed;
+//! 6. free space: from the saved free list after a clean unmount, else from a scan of
+//!    every block the valid inodes own.
+//!
+//! The same code serves fsck, which runs it on a private copy of the image and reports
+//! every problem instead of stopping at the first.
+//!
+//! Submodules: [`superblock`] (step 1), [`replay`] (step 4), [`check`] (step 5),
+//! [`rebuild`] (step 6); the saved free list's codec is `freelist`.
+
+mod check;
+mod rebuild;
+pub(crate) mod replay;
+mod superblock;
+
+use crate::bugs::{self, Bug};
+use crate::data::lawn::zone::SubZone;
+use crate::data::{finelog, lawn};
+use crate::error::{FsError, Result};
+use crate::format::{
+    Geometry, BLOCK, INODE_SIZE, INO_HEAD_OFF, INO_TAIL_OFF, INO_VALID_OFF, SB_REPLICA_BLOCK,
+    SB_STATE_OFF, STATE_CLEAN, STATE_DIRTY,
+};
+use crate::freelist::read_saved_freelist;
+use crate::inode::InodeState;
+use crate::space::Run;
+use crate::types::{Ino, ROOT_INO};
+use crate::vol::Vol;
+use check::check_namespace;
+use rebuild::{coalesce, describe_freelist_mismatch, free_extents, ownership};
+use replay::load_inode;
+use std::collections::HashMap;
+pub(crate) use superblock::read_superblock;
+/// What loading an image produced.
+pub(crate) struct Loaded {
+    pub geo: Geometry,
+    pub clean: bool,
+    pub states: HashMap<Ino, InodeState>,
+    /// Free inode slots.
+    pub free_inos: Vec<Ino>,
+    /// Free data-block extents.
+    pub free: Vec<Run>,
+    pub problems: Vec<String>,
+    pub log_pages: u64,
+    pub data_pages: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Mounting: stop at the first problem, trust a saved free list.
+    Mount,
+    /// Checking a private copy: collect every problem, verify the free list.
+    Fsck,
+}
+
+/// What the recovery pipeline produced.
+pub(crate) struct Recovered {
+    /// Inodes, free space, problems.
+    pub loaded: Loaded,
+    /// LAWN runs recovered from the descriptor table (empty unless kept).
+    pub subs: Vec<SubZone>,
+}
+
+/// The recovery pipeline, one for mount and fsck: [`load`] (superblock, journals,
+/// logs, namespace, space), then the small-write areas against the replayed
+/// mappings — fine-log redo records, LAWN descriptors. `keep_lawn`: a LAWN mount
+/// keeps the zone's runs; any other mount writes them back (`lawn::recover`).
+pub(crate) fn recover(vol: &Vol, mode: Mode, keep_lawn: bool) -> Result<Recovered> {
+    let mut loaded = load(vol, mode)?;
+    finelog::recover(vol, &loaded.geo, &loaded.states, mode, &mut loaded.problems);
+    let subs = lawn::recover::scan(
+        vol,
+        &loaded.geo,
+        &loaded.states,
+        mode,
+        keep_lawn,
+        &mut loaded.problems,
+    );
+    Ok(Recovered { loaded, subs })
+}
+
+/// Whether `off` is a word the lite journal may name: the valid/head/tail words of an
+/// inode slot.
+fn journalable(geo: &Geometry, off: u64) -> bool {
+    let t0 = geo.inode_table_start * BLOCK;
+    let t1 = t0 + geo.inode_count * INODE_SIZE;
+    if off >= t0 && off < t1 {
+        let w = (off - t0) % INODE_SIZE;
+        return w == INO_VALID_OFF || w == INO_HEAD_OFF || w == INO_TAIL_OFF;
+    }
+    false
+}
+
+/// Loads the image: journal rollback, log replay, orphans, free space.
+pub(crate) fn load(pm: &Vol, mode: Mode) -> Result<Loaded> {
+    let mut problems = Vec::new();
+    let geo = read_superblock(pm, &mut problems)?;
+    let state = pm.read_u64(SB_STATE_OFF);
+    let clean = state == STATE_CLEAN;
+    if state != STATE_CLEAN && state != STATE_DIRTY {
+        problems.push(format!(
+            "superblock state word has garbage value {state:#x}"
+        ));
+    }
+    if mode == Mode::Mount {
+        // Only superblock trouble so far, and `geo` came from a valid copy: repair
+        // whichever copy is bad from the good one.
+        let mut p = [0u8; 128];
+        pm.read(0, &mut p);
+        let mut r = [0u8; 128];
+        pm.read(SB_REPLICA_BLOCK * BLOCK, &mut r);
+        let good = geo.encode_like(&p, &r);
+        if Geometry::decode(&p, pm.len()).is_err() {
+            pm.write(0, &good);
+            pm.flush(0, 128);
+        }
+        if Geometry::decode(&r, pm.len()).is_err() {
+            pm.write(SB_REPLICA_BLOCK * BLOCK, &good);
+            pm.flush(SB_REPLICA_BLOCK * BLOCK, 128);
+        }
+        problems.clear();
+        pm.store_u64(SB_STATE_OFF, STATE_DIRTY);
+        pm.flush(SB_STATE_OFF, 8);
+        // Fence: the image is marked dirty before recovery changes anything, so a
+        // crash from here on never trusts the saved free list.
+        pm.fence();
+    }
+
+    // 3. Journals (the injected bug defers this until after the logs are replayed).
+    let early_rollback = !bugs::on(Bug::FreeListBeforeRollback);
+    if early_rollback {
+        rollback_journals(pm, &geo, mode, &mut problems)?;
+    }
+
+    // 4. Inodes and logs.
+    let (states, free_inos) = load_inodes(pm, &geo, mode, &mut problems)?;
+    if !early_rollback {
+        rollback_journals(pm, &geo, mode, &mut problems)?;
+    }
+    load_rest(pm, geo, mode, clean, problems, states, free_inos)
+}
+
+fn rollback_journals(
+    pm: &Vol,
+    geo: &Geometry,
+    mode: Mode,
+    problems: &mut Vec<String>,
+) -> Result<()> {
+    for cpu in 0..geo.cpus {
+        if let Err(e) = crate::journal::recover(pm, geo, cpu, |o| journalable(geo, o)) {
+            problems.push(e);
+            if mode == Mode::Mount {
+                return Err(FsError::Corrupt(problems.join("; ")));
+            }
+        }
+    }
+    Ok(())
+}
+
+type Inodes = (HashMap<Ino, InodeState>, Vec<Ino>);
+
+fn load_inodes(pm: &Vol, geo: &Geometry, mode: Mode, problems: &mut Vec<String>) -> Result<Inodes> {
+    let mut states: HashMap<Ino, InodeState> = HashMap::new();
+    let mut free_inos = Vec::new();
+    let mut tail_fixes = 0;
+    for ino in 1..=geo.inode_count {
+        let ioff = geo.inode_off(ino);
+        let valid = pm.read_u64(ioff + INO_VALID_OFF);
+        match valid {
+            0 => free_inos.push(ino),
+            1 => match load_inode(pm, geo, ino, &mut tail_fixes) {
+                Ok(st) => {
+                    states.insert(ino, st);
+                }
+                Err(e) => {
+                    problems.push(e);
+                    if mode == Mode::Mount {
+                        return Err(FsError::Corrupt(problems.join("; ")));
+                    }
+                }
+            },
+            v => {
+                problems.push(format!("inode {ino}: valid word has garbage value {v:#x}"));
+                if mode == Mode::Mount {
+                    return Err(FsError::Corrupt(problems.join("; ")));
+                }
+            }
+        }
+    }
+    if tail_fixes > 0 {
+        // Fence: stale bytes past the tails are gone before anything is appended.
+        pm.fence();
+    }
+    Ok((states, free_inos))
+}
+
+fn load_rest(
+    pm: &Vol,
+    geo: Geometry,
+    mode: Mode,
+    clean: bool,
+    mut problems: Vec<String>,
+    mut states: HashMap<Ino, InodeState>,
+    mut free_inos: Vec<Ino>,
+) -> Result<Loaded> {
+    // 5. Namespace: resolve names, link counts, orphans.
+    check_namespace(&geo, &mut states, &mut problems);
+    let orphans: Vec<Ino> = states
+        .iter()
+        .filter(|(&i, s)| i != ROOT_INO && s.nlink == 0)
+        .map(|(&i, _)| i)
+        .collect();
+    for &o in &orphans {
+        states.remove(&o);
+        pm.store_u64(geo.inode_off(o) + INO_VALID_OFF, 0);
+        pm.flush(geo.inode_off(o) + INO_VALID_OFF, 8);
+        free_inos.push(o);
+    }
+    if !orphans.is_empty() {
+        // Fence: orphans are freed on PM before their blocks can be reused.
+        pm.fence();
+    }
+    if mode == Mode::Mount && !problems.is_empty() {
+        return Err(FsError::Corrupt(problems.join("; ")));
+    }
+
+    // 6. Space.
+    let mut log_pages = 0;
+    let mut data_pages = 0;
+    for s in states.values() {
+        log_pages += s.log.pages.len() as u64;
+        data_pages += s.pages.len() as u64;
+    }
+    let saved = if clean && orphans.is_empty() {
+        read_saved_freelist(pm, &geo)
+    } else {
+        None
+    };
+    let free = match (mode, saved) {
+        (Mode::Mount, Some(f)) => f,
+        (_, saved) => {
+            let used = ownership(&geo, &states, &mut problems);
+            let computed = free_extents(&geo, &used);
+            if let (Some(s), Mode::Fsck) = (saved, mode) {
+                if coalesce(&s) != coalesce(&computed) {
+                    problems.push(describe_freelist_mismatch(&s, &computed));
+                }
+            }
+            computed
+        }
+    };
+    if mode == Mode::Mount && !problems.is_empty() {
+        return Err(FsError::Corrupt(problems.join("; ")));
+    }
+    Ok(Loaded {
+        geo,
+        clean,
+        states,
+        free_inos,
+        free,
+        problems,
+        log_pages,
+        data_pages,
+    })
+}

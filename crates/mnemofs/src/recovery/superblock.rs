@@ -1,0 +1,41 @@
+//! Step 1 of recovery: the superblock, primary or replica.
+
+use crate::error::{FsError, Result};
+use crate::format::{Geometry, BLOCK, SB_REPLICA_BLOCK};
+use crate::vol::Vol;
+/// Reads and validates the superblock; repairs the primary from the replica.
+pub(crate) fn read_superblock(pm: &Vol, problems: &mut Vec<String>) -> Result<Geometry> {
+    let mut b = [0u8; 128];
+    pm.read(0, &mut b);
+    let primary = Geometry::decode(&b, pm.len());
+    let mut r = [0u8; 128];
+    pm.read(SB_REPLICA_BLOCK * BLOCK, &mut r);
+    let replica = Geometry::decode(&r, pm.len());
+    match (primary, replica) {
+        (Ok(g), Ok(g2)) => {
+            if g != g2 {
+                problems.push("superblock replica differs from the primary".into());
+            }
+            Ok(g)
+        }
+        (Ok(g), Err(e)) => {
+            problems.push(format!("superblock replica: {e}"));
+            Ok(g)
+        }
+        (Err(e), Ok(g)) => {
+            problems.push(format!("primary superblock: {e} (the replica is intact)"));
+            Ok(g)
+        }
+        (Err(e1), Err(e2)) => {
+            if b[0..8] != crate::format::MAGIC && r[0..8] != crate::format::MAGIC {
+                Err(FsError::NotMnemofs(
+                    "no mnemofs superblock (bad magic in primary and replica)".into(),
+                ))
+            } else {
+                Err(FsError::Corrupt(format!(
+                    "primary superblock: {e1}; replica: {e2}"
+                )))
+            }
+        }
+    }
+}
