@@ -219,6 +219,11 @@ impl SmallWriteMode {
     }
 }
 
+/// Default LAWN slot size in bytes (`mkfs --slot-size`).
+pub const DEFAULT_SLOT_SIZE: u32 = 64;
+/// Default percent of the image for the LAWN zone (`mkfs --zone-percent`).
+pub const DEFAULT_ZONE_PERCENT: u32 = 3;
+
 /// Options of `mkfs`.
 #[derive(Clone, Debug)]
 pub struct MkfsOptions {
@@ -243,8 +248,8 @@ impl Default for MkfsOptions {
             cpus: 0,
             inodes: 0,
             force: false,
-            zone_percent: crate::format::DEFAULT_ZONE_PERCENT,
-            slot_size: crate::format::DEFAULT_SLOT_SIZE,
+            zone_percent: DEFAULT_ZONE_PERCENT,
+            slot_size: DEFAULT_SLOT_SIZE,
         }
     }
 }
