@@ -543,7 +543,16 @@ mod tests {
         }
         .encode();
         assert_eq!((s.len(), s[8], s[9]), (128, 2, 2));
-        let u32s = [(16, 1), (20, 2), (24, 3), (28, 4), (64, 7), (68, 9), (72, 11), (76, 12)];
+        let u32s = [
+            (16, 1),
+            (20, 2),
+            (24, 3),
+            (28, 4),
+            (64, 7),
+            (68, 9),
+            (72, 11),
+            (76, 12),
+        ];
         for (off, v) in u32s {
             assert_eq!(get_u32(&s, off), v, "offset {off}");
         }
@@ -604,7 +613,10 @@ mod tests {
             }
         );
         // Units outside 1..=63 are garbage, whatever the tag.
-        assert_eq!(parse_commit((0xC0DE << 48) | (64 << 32)), CommitState::Garbage);
+        assert_eq!(
+            parse_commit((0xC0DE << 48) | (64 << 32)),
+            CommitState::Garbage
+        );
         assert_eq!(parse_commit(0xC0DE << 48), CommitState::Garbage);
         assert!(matches!(
             parse_commit((0xC0DE << 48) | (63 << 32)),

@@ -54,7 +54,9 @@ mod tests {
     fn journal_word_roundtrip() {
         assert_eq!(JOURNAL_MAX_RECS, 252);
         for n in [1, 2, 100, JOURNAL_MAX_RECS] {
-            let recs: Vec<u8> = (0..n * JOURNAL_REC_SIZE as usize).map(|i| i as u8).collect();
+            let recs: Vec<u8> = (0..n * JOURNAL_REC_SIZE as usize)
+                .map(|i| i as u8)
+                .collect();
             let w = journal_word(n, &recs);
             assert_eq!(w >> 48, 0x4A4E);
             assert_eq!(parse_journal_word(w), Ok(Some((n, crc(&recs)))));
