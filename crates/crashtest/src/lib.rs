@@ -11,6 +11,10 @@
 //!    (after it, once it returned), the file system is usable, and a crash at every
 //!    fence of recovery itself recovers to the same tree.
 
+// Not yet documented item by item: 61 public items, mostly workload-op and report
+// fields; the engine's docs came first (engine-seams issue).
+#![allow(missing_docs)]
+
 pub mod crash;
 pub mod model;
 pub mod multi;
