@@ -17,6 +17,10 @@
 //!
 //! Benchmarks print figures; they assert nothing about time.
 
+// Not yet documented item by item: 132 public items, mostly the fields of serialized
+// result and config records; the engine's docs came first (engine-seams issue).
+#![allow(missing_docs)]
+
 pub mod compare;
 pub mod config;
 pub mod dist;

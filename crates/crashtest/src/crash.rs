@@ -63,10 +63,12 @@ pub struct InFlight {
 }
 
 impl Tracker {
+    /// A tracker whose durable image starts as `image` (16-byte stores not torn).
     pub fn new(image: Vec<u8>) -> Tracker {
         Tracker::with_tear16(image, Tear16::No)
     }
 
+    /// Like [`new`](Self::new), with how 16-byte stores may tear.
     pub fn with_tear16(image: Vec<u8>, tear16: Tear16) -> Tracker {
         Tracker {
             tear16,
@@ -88,6 +90,8 @@ impl Tracker {
         self.cur = 1u64 << (slot % 64);
     }
 
+    /// Takes one traced event: a store becomes pending on its line, a flush and a
+    /// fence make stores durable as x86 does, a thread marker switches threads.
     pub fn apply(&mut self, e: &Event) {
         match e {
             Event::Store { off, data, kind }
@@ -164,6 +168,7 @@ impl Tracker {
         }
     }
 
+    /// The image of the stores that are durable for certain.
     pub fn durable(&self) -> &[u8] {
         &self.durable
     }
@@ -195,6 +200,7 @@ impl Tracker {
 }
 
 impl InFlight {
+    /// Cache lines with stores in flight.
     pub fn lines(&self) -> usize {
         self.lines.len()
     }

@@ -42,14 +42,18 @@ const RANDOM_CHOICES: usize = 24;
 /// Which workloads to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
+    /// Every single operation after the setup (`workload::seq1`).
     Seq1,
+    /// Every ordered pair of seq-1 operations.
     Seq2,
+    /// Seeded random operation sequences (`Config::random_workloads` of them).
     Random,
     /// 2–4 threads writing one shared file (`multi` module).
     Multi,
 }
 
 impl Kind {
+    /// The name `--workload` takes.
     pub fn name(self) -> &'static str {
         match self {
             Kind::Seq1 => "seq1",
@@ -63,7 +67,9 @@ impl Kind {
 /// What to explore.
 #[derive(Clone, Debug)]
 pub struct Config {
+    /// Which workloads.
     pub kind: Kind,
+    /// Seed of random workloads, samples, schedules and random crash states.
     pub seed: u64,
     /// Stop after this many crash states (explored, before deduplication).
     pub max_states: Option<u64>,
@@ -73,6 +79,7 @@ pub struct Config {
     pub sample: Option<usize>,
     /// Number of random workloads to generate (`Kind::Random`, `Kind::Multi`).
     pub random_workloads: usize,
+    /// The deliberate bug to turn on (`mnemofs::bugs`), if any.
     pub bug: Option<Bug>,
     /// Check crashes inside recovery too.
     pub recovery_crashes: bool,
@@ -93,6 +100,8 @@ pub struct Config {
 }
 
 impl Config {
+    /// Defaults for `kind`: seed 1, every workload, crashes inside recovery, the
+    /// `inode` lock with page CoW, one exploring thread per CPU.
     pub fn new(kind: Kind) -> Config {
         Config {
             kind,
@@ -118,28 +127,44 @@ impl Config {
 /// One violated check.
 #[derive(Clone, Debug, Serialize)]
 pub struct Violation {
+    /// Index of the workload.
     pub workload: usize,
+    /// Its operations.
     pub ops: Vec<String>,
+    /// Where in the trace the crash was.
     pub crash_point: String,
+    /// What check failed.
     pub what: String,
+    /// A command line that explores this workload alone.
     pub reproduce: String,
 }
 
 /// Progress counters (also the final summary).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Report {
+    /// The workload kind's name.
     pub workload: String,
+    /// Workloads selected.
     pub workloads: usize,
+    /// Workloads explored so far.
     pub workloads_run: usize,
+    /// Crash points (fences and operation ends) reached.
     pub crash_points: u64,
+    /// Crash states built.
     pub states_explored: u64,
+    /// Crash states that differed from every one before (the ones checked).
     pub unique_states: u64,
+    /// Crash states of crashes inside recovery.
     pub recovery_crash_states: u64,
     /// Violations found (all of them; `details` keeps the first few per workload).
     pub violations: usize,
+    /// Time taken so far.
     pub seconds: f64,
+    /// `states_explored / seconds`.
     pub states_per_second: f64,
+    /// Name of the injected bug, if any.
     pub injected_bug: Option<String>,
+    /// The violations kept for printing.
     #[serde(skip)]
     pub details: Vec<Violation>,
 }

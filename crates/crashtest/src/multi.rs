@@ -40,6 +40,7 @@ pub struct Workload {
 }
 
 impl Workload {
+    /// One line for the schedule, then each thread's operations.
     pub fn describe(&self) -> Vec<String> {
         let mut v = vec![format!(
             "{} writers, schedule {}{}",
@@ -152,6 +153,7 @@ pub struct Scheduler {
 const STUCK: Duration = Duration::from_secs(20);
 
 impl Scheduler {
+    /// A scheduler of `n` threads, the first and every next one picked by `seed`.
     pub fn new(n: usize, seed: u64) -> Arc<Scheduler> {
         let mut rng = StdRng::seed_from_u64(seed);
         let first = rng.random_range(0..n);
@@ -223,6 +225,7 @@ impl Scheduler {
         self.cv.notify_all();
     }
 
+    /// Whether a thread gave up waiting for its turn (the run deadlocked).
     pub fn stuck(&self) -> bool {
         self.lock().stuck
     }

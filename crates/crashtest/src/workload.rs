@@ -9,37 +9,65 @@ use std::fmt;
 /// One file-system operation on paths.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
+    /// Create a regular file.
     Creat(String),
+    /// Create a directory.
     Mkdir(String),
+    /// Write `len` bytes of [`pattern`] at `off`.
     Write {
+        /// The file.
         path: String,
+        /// Byte offset.
         off: u64,
+        /// Bytes.
         len: usize,
+        /// Pattern seed.
         seed: u8,
     },
+    /// Write `len` bytes of [`pattern`] at the end of the file.
     Append {
+        /// The file.
         path: String,
+        /// Bytes.
         len: usize,
+        /// Pattern seed.
         seed: u8,
     },
+    /// Set the size of a file.
     Truncate(String, u64),
+    /// Hard-link the first path as the second.
     Link(String, String),
+    /// Remove a name.
     Unlink(String),
+    /// Rename, with the `RENAME_NOREPLACE` or `RENAME_EXCHANGE` flag.
     Rename {
+        /// Old path.
         from: String,
+        /// New path.
         to: String,
+        /// Fail if `to` exists.
         noreplace: bool,
+        /// Swap `from` and `to`.
         exchange: bool,
     },
+    /// Create a symbolic link.
     Symlink {
+        /// Link target.
         target: String,
+        /// Path of the link.
         path: String,
     },
+    /// Remove an empty directory.
     Rmdir(String),
+    /// Set the permission bits.
     Chmod(String, u32),
+    /// Punch a hole.
     Punch {
+        /// The file.
         path: String,
+        /// Byte offset.
         off: u64,
+        /// Bytes.
         len: u64,
     },
     /// LAWN write-back of every zone slice (`Fs::lawn_writeback`): changes no file
@@ -592,6 +620,7 @@ fn walk(
     Ok(())
 }
 
+/// FNV-1a 64-bit hash of `b` (file contents in tree listings).
 pub fn fnv(b: &[u8]) -> u64 {
     b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &x| {
         (h ^ x as u64).wrapping_mul(0x100_0000_01b3)

@@ -66,7 +66,9 @@ pub struct AdapterOptions {
     /// Open files with `FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES` (no page cache:
     /// every read and write reaches the engine, as on a DAX file system).
     pub direct_io: bool,
+    /// How long the kernel may cache a name lookup.
     pub entry_ttl: Duration,
+    /// How long the kernel may cache attributes.
     pub attr_ttl: Duration,
 }
 

@@ -17,9 +17,11 @@ pub struct MountpointError(pub String);
 /// One line of `/proc/self/mountinfo`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MountEntry {
+    /// Where it is mounted.
     pub mount_point: PathBuf,
     /// File system type, e.g. `fuse.mnemofs` or `ext4`.
     pub fstype: String,
+    /// Mount source (the `fsname` of a FUSE mount).
     pub source: OsString,
 }
 

@@ -26,7 +26,9 @@ pub struct MountConfig {
     pub allow_other: bool,
     /// Source name in the mount table.
     pub fsname: String,
+    /// How long the kernel may cache a name lookup.
     pub entry_ttl: Duration,
+    /// How long the kernel may cache attributes.
     pub attr_ttl: Duration,
     /// Block SIGINT, SIGTERM and SIGHUP in the serving threads and unmount when one
     /// arrives. Off: the caller stops the file system by unmounting it.
@@ -62,16 +64,32 @@ impl MountConfig {
 /// Why mounting or serving failed (one line each).
 #[derive(Debug, thiserror::Error)]
 pub enum MountError {
+    /// The mount point is unusable.
     #[error(transparent)]
     Mountpoint(#[from] MountpointError),
+    /// The kernel refused the mount.
     #[error("cannot mount on {path}: {reason}")]
-    Mount { path: PathBuf, reason: String },
+    Mount {
+        /// The mount point.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// An event loop failed.
     #[error("serving {path} failed: {reason}")]
-    Serve { path: PathBuf, reason: String },
+    Serve {
+        /// The mount point.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The engine's unmount failed.
     #[error("could not unmount the engine cleanly: {0}")]
     Engine(#[from] FsError),
+    /// Another `Arc` of the engine is alive, so it was not unmounted.
     #[error("the engine is still referenced elsewhere in this process; it was not unmounted")]
     StillReferenced,
+    /// Another I/O error.
     #[error("{0}")]
     Io(String),
 }

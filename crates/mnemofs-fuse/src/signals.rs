@@ -14,6 +14,7 @@ pub const STOP_SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::S
 pub struct SigSet(libc::sigset_t);
 
 impl SigSet {
+    /// The set of `signals`.
     pub fn new(signals: &[libc::c_int]) -> io::Result<SigSet> {
         let mut set = MaybeUninit::<libc::sigset_t>::uninit();
         // SAFETY: sigemptyset initializes the set it is given a valid pointer to.
@@ -54,6 +55,7 @@ pub struct BlockedSignals {
 }
 
 impl BlockedSignals {
+    /// Blocks `signals` in the calling thread until the guard drops.
     pub fn block(signals: &[libc::c_int]) -> io::Result<BlockedSignals> {
         let set = SigSet::new(signals)?;
         let mut old = MaybeUninit::<libc::sigset_t>::uninit();

@@ -7,22 +7,42 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// One deliberate bug; [`ALL`] names and describes each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Bug {
+    /// CoW data pages are stored with cached stores and never flushed before their log
+    /// entry.
     DataNotPersisted,
+    /// No fence between a log entry and the tail that exposes it.
     NoFenceBeforeTail,
+    /// An operation returns before its tail update is fenced.
     NoFenceAfterTail,
+    /// The journal is activated without fencing its undo records first.
     JournalRecordsUnfenced,
+    /// The journal is committed before the tails it protects are written.
     JournalRetiredEarly,
+    /// Rename removes the old name in its own commit, outside the journal.
     RenameDentryInPlace,
+    /// Unlink commits the new link count separately from the directory entry.
     LinkCountInPlace,
+    /// Recovery replays committed-looking entries past the tail.
     ReplayUncommitted,
+    /// Recovery rebuilds inodes and free lists before rolling the journal back.
     FreeListBeforeRollback,
+    /// A new inode is marked valid in place before its creation commits.
     InodeValidInPlace,
+    /// Unlink frees the inode before the unlink commits.
     FreeBeforeCommit,
+    /// Truncate leaves stale bytes past the new size in the last page.
     TruncateKeepsTail,
+    /// A concurrent writer that finishes last stores its own tail even when a later
+    /// entry's tail is already stored (pNOVA Fig. 3).
     TailNotMax,
+    /// LAWN sets a descriptor before its slot data is persisted (needs --small-write
+    /// lawn).
     LawnDescriptorBeforeData,
+    /// LAWN descriptors are not cleared before a page CoW frees their block for reuse
+    /// (needs --small-write lawn).
     LawnDescriptorKeptOnReuse,
 }
 

@@ -3,48 +3,78 @@
 
 use std::path::PathBuf;
 
+/// An engine error; [`FsError::errno`] gives its errno.
 #[derive(Debug, thiserror::Error)]
 pub enum FsError {
+    /// No such file or directory (ENOENT).
     #[error("no such file or directory")]
     NotFound,
+    /// The name already exists (EEXIST).
     #[error("file exists")]
     Exists,
+    /// A directory was expected (ENOTDIR).
     #[error("not a directory")]
     NotDir,
+    /// The operation does not apply to a directory (EISDIR).
     #[error("is a directory")]
     IsDir,
+    /// The directory still has entries (ENOTEMPTY).
     #[error("directory not empty")]
     NotEmpty,
+    /// A name is longer than `NAME_MAX` bytes (ENAMETOOLONG).
     #[error("file name too long (max 255 bytes)")]
     NameTooLong,
+    /// An invalid argument, with what was wrong (EINVAL).
     #[error("invalid argument: {0}")]
     Invalid(&'static str),
+    /// No free data block or inode (ENOSPC).
     #[error("no space left on device")]
     NoSpace,
+    /// The link count would overflow (EMLINK).
     #[error("too many links")]
     TooManyLinks,
+    /// The file would exceed the largest size (EFBIG).
     #[error("file too large")]
     TooBig,
+    /// The operation is not permitted on this inode (EPERM).
     #[error("operation not permitted")]
     NotPermitted,
+    /// The operation or mode is not supported, with which (EOPNOTSUPP).
     #[error("operation not supported: {0}")]
     Unsupported(&'static str),
+    /// The inode number no longer names a live inode (ESTALE).
     #[error("stale inode {0}")]
     Stale(u64),
+    /// The resource is in use (EBUSY).
     #[error("busy")]
     Busy,
+    /// Too many symbolic links (ELOOP).
     #[error("too many symbolic links")]
     Loop,
+    /// The image is corrupt, with what was found (EIO).
     #[error("file system is corrupted: {0}")]
     Corrupt(String),
+    /// The image holds no mnemofs file system, with why (EIO).
     #[error("not a mnemofs image: {0}")]
     NotMnemofs(String),
+    /// The image is smaller than the layout needs (EINVAL).
     #[error("image too small: {size} bytes, the minimum is {min} bytes")]
-    ImageTooSmall { size: u64, min: u64 },
+    ImageTooSmall {
+        /// Bytes of the image.
+        size: u64,
+        /// Bytes the layout needs at least.
+        min: u64,
+    },
+    /// mkfs without `force` over an existing mnemofs (EEXIST).
     #[error("{path} already holds a mnemofs file system (use --force to overwrite)")]
-    AlreadyFormatted { path: PathBuf },
+    AlreadyFormatted {
+        /// The image.
+        path: PathBuf,
+    },
+    /// An error of the PM layer (EBUSY if the image is locked, else EIO).
     #[error(transparent)]
     Pm(#[from] pm::PmError),
+    /// An I/O error (its errno, else EIO).
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -78,4 +108,5 @@ impl FsError {
     }
 }
 
+/// The engine's result type.
 pub type Result<T> = std::result::Result<T, FsError>;

@@ -18,18 +18,26 @@ use std::path::Path;
 pub struct FsckReport {
     /// One line per problem, naming what is wrong and where.
     pub problems: Vec<String>,
+    /// Live inodes.
     pub inodes: u64,
+    /// Live directories.
     pub directories: u64,
+    /// Live regular files.
     pub files: u64,
+    /// Log pages of the live inodes.
     pub log_pages: u64,
+    /// Data pages of the live inodes.
     pub data_pages: u64,
+    /// Free data blocks after recovery.
     pub free_blocks: u64,
+    /// Whether the image was cleanly unmounted.
     pub clean_unmount: bool,
     /// Valid LAWN descriptors (runs of zone slices).
     pub lawn_runs: u64,
 }
 
 impl FsckReport {
+    /// Whether fsck found no problem.
     pub fn is_clean(&self) -> bool {
         self.problems.is_empty()
     }

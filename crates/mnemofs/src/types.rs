@@ -17,12 +17,19 @@ pub const SYMLINK_MAX: usize = 4095;
 /// File type, as stored in the inode (the `S_IFMT` bits of the mode).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum FileKind {
+    /// Regular file.
     Regular,
+    /// Directory.
     Directory,
+    /// Symbolic link.
     Symlink,
+    /// Named pipe.
     Fifo,
+    /// Unix domain socket.
     Socket,
+    /// Character device.
     CharDevice,
+    /// Block device.
     BlockDevice,
 }
 
@@ -71,7 +78,9 @@ impl FileKind {
 /// A point in time with nanoseconds (seconds since the epoch).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct Timespec {
+    /// Seconds since the epoch (negative before it).
     pub sec: i64,
+    /// Nanoseconds, `0..1_000_000_000`.
     pub nsec: u32,
 }
 
@@ -101,19 +110,29 @@ impl Timespec {
 /// Attributes of an inode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Attr {
+    /// Inode number.
     pub ino: Ino,
+    /// File type.
     pub kind: FileKind,
     /// Full mode, including the `S_IFMT` bits.
     pub mode: u32,
+    /// Link count.
     pub nlink: u32,
+    /// Owner.
     pub uid: u32,
+    /// Group.
     pub gid: u32,
+    /// Size in bytes.
     pub size: u64,
     /// 4 KiB data pages allocated to the file.
     pub blocks: u64,
+    /// Device number of a device file (0 otherwise).
     pub rdev: u32,
+    /// Last access.
     pub atime: Timespec,
+    /// Last change of the contents.
     pub mtime: Timespec,
+    /// Last change of the inode (contents or attributes).
     pub ctime: Timespec,
 }
 
@@ -123,11 +142,17 @@ pub struct Attr {
 pub struct SetAttr {
     /// Permission bits (the `S_IFMT` bits are ignored).
     pub mode: Option<u32>,
+    /// New owner.
     pub uid: Option<u32>,
+    /// New group.
     pub gid: Option<u32>,
+    /// New size: truncates or extends with zeros.
     pub size: Option<u64>,
+    /// New access time.
     pub atime: Option<Timespec>,
+    /// New modification time.
     pub mtime: Option<Timespec>,
+    /// New change time (default: now, if anything changes).
     pub ctime: Option<Timespec>,
 }
 
@@ -143,23 +168,33 @@ pub struct RenameFlags {
 /// One directory entry as readdir returns it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DirEntry {
+    /// Inode the name refers to.
     pub ino: Ino,
     /// Offset to pass to the next readdir call to continue after this entry. Offsets
     /// are stable: an entry keeps its offset for as long as it exists.
     pub offset: u64,
+    /// File type of the inode.
     pub kind: FileKind,
+    /// The name (bytes, no NUL).
     pub name: Vec<u8>,
 }
 
 /// File system statistics (statfs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct StatFs {
+    /// Block size in bytes.
     pub block_size: u32,
+    /// Blocks of the image.
     pub blocks: u64,
+    /// Free blocks.
     pub blocks_free: u64,
+    /// Free blocks available to unprivileged users.
     pub blocks_avail: u64,
+    /// Inodes.
     pub files: u64,
+    /// Free inodes.
     pub files_free: u64,
+    /// Maximum name length in bytes.
     pub name_max: u32,
 }
 
@@ -176,12 +211,14 @@ pub enum LockMode {
 }
 
 impl LockMode {
+    /// Every mode with its name (as `mount --lock` takes it).
     pub const ALL: &'static [(&'static str, LockMode)] = &[
         ("inode", LockMode::Inode),
         ("interval", LockMode::Interval),
         ("segment", LockMode::Segment),
     ];
 
+    /// The mode's name.
     pub fn name(self) -> &'static str {
         match self {
             LockMode::Inode => "inode",
@@ -204,12 +241,14 @@ pub enum SmallWriteMode {
 }
 
 impl SmallWriteMode {
+    /// Every mode with its name (as `mount --small-write` takes it).
     pub const ALL: &'static [(&'static str, SmallWriteMode)] = &[
         ("cow", SmallWriteMode::Cow),
         ("finelog", SmallWriteMode::Finelog),
         ("lawn", SmallWriteMode::Lawn),
     ];
 
+    /// The mode's name.
     pub fn name(self) -> &'static str {
         match self {
             SmallWriteMode::Cow => "cow",
@@ -218,6 +257,11 @@ impl SmallWriteMode {
         }
     }
 }
+
+/// Default LAWN slot size in bytes (`mkfs --slot-size`).
+pub const DEFAULT_SLOT_SIZE: u32 = 64;
+/// Default percent of the image for the LAWN zone (`mkfs --zone-percent`).
+pub const DEFAULT_ZONE_PERCENT: u32 = 3;
 
 /// Options of `mkfs`.
 #[derive(Clone, Debug)]
@@ -243,8 +287,8 @@ impl Default for MkfsOptions {
             cpus: 0,
             inodes: 0,
             force: false,
-            zone_percent: crate::format::DEFAULT_ZONE_PERCENT,
-            slot_size: crate::format::DEFAULT_SLOT_SIZE,
+            zone_percent: DEFAULT_ZONE_PERCENT,
+            slot_size: DEFAULT_SLOT_SIZE,
         }
     }
 }
@@ -253,8 +297,11 @@ impl Default for MkfsOptions {
 /// are accepted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Preset {
+    /// The preset's name (`mount --preset`).
     pub name: &'static str,
+    /// Its lock mode.
     pub lock: LockMode,
+    /// Its small-write mode.
     pub small_write: SmallWriteMode,
 }
 
@@ -296,7 +343,9 @@ pub const DEFAULT_SEGMENT_SIZE: u64 = 4096;
 /// Options of `mount`.
 #[derive(Clone, Debug, Default)]
 pub struct MountOptions {
+    /// Which per-file lock protects file data.
     pub lock: LockMode,
+    /// How sub-page writes reach PM.
     pub small_write: SmallWriteMode,
     /// Take an exclusive lock on the image so that a second mount fails (default on
     /// for the CLI; tests that reopen an abandoned image in-process turn it off).
@@ -316,6 +365,9 @@ pub struct MountOptions {
 }
 
 impl MountOptions {
+    /// The options of preset `p`, with the CLI's defaults for the rest (exclusive,
+    /// no PM latency, default segment size, write-back thread on, descriptor store
+    /// chosen at mount).
     pub fn from_preset(p: &Preset) -> MountOptions {
         MountOptions {
             lock: p.lock,
@@ -332,39 +384,62 @@ impl MountOptions {
 /// Geometry, space and counters of a mounted file system.
 #[derive(Clone, Debug, Serialize)]
 pub struct FsStats {
+    /// Bytes of the image in use (`total_blocks * block_size`).
     pub size_bytes: u64,
+    /// Block size in bytes.
     pub block_size: u32,
+    /// Blocks of the image.
     pub total_blocks: u64,
+    /// Blocks of the data area.
     pub data_blocks: u64,
+    /// Free data blocks.
     pub free_blocks: u64,
     /// Free blocks per CPU allocator.
     pub free_blocks_per_cpu: Vec<u64>,
+    /// CPUs of the geometry.
     pub cpus: u32,
+    /// Inode slots.
     pub inodes_total: u64,
+    /// Inode slots in use.
     pub inodes_used: u64,
+    /// Log pages of the inodes loaded in DRAM.
     pub log_pages: u64,
+    /// Data pages of the inodes loaded in DRAM.
     pub data_pages: u64,
+    /// Bytes written to PM since the image was mapped (PM counters).
     pub pm_bytes_written: u64,
+    /// Cache-line flushes since the image was mapped (PM counters).
     pub pm_flushes: u64,
+    /// Fences since the image was mapped (PM counters).
     pub pm_fences: u64,
+    /// The flush instruction in use (`pm::FlushKind::name`).
     pub flush_instruction: String,
+    /// How the image is mapped (`pm::MapMode`).
     pub map_mode: String,
+    /// The lock mode's name.
     pub lock_mode: String,
+    /// The small-write mode's name.
     pub small_write_mode: String,
+    /// Whether the mount found the image cleanly unmounted.
     pub clean_mount: bool,
     /// The most data writes that were inside the engine at the same time.
     pub max_concurrent_writers: u64,
-    /// LAWN zone: slot size, slots in use and free.
+    /// LAWN zone slot size in bytes.
     pub lawn_slot_size: u32,
     /// How LAWN descriptors are stored on this mount (`pm::Store16::name`).
     pub lawn_desc_store: String,
+    /// LAWN zone slots in use.
     pub lawn_slots_used: u64,
+    /// LAWN zone slots free.
     pub lawn_slots_free: u64,
-    /// Small writes that went to a zone slot / to the file in place (LAWN), runs
-    /// written back, fine-log writes, and small writes that fell back to page CoW.
+    /// Small writes LAWN put in a zone slot.
     pub lawn_zone_writes: u64,
+    /// Small writes LAWN made in place, in the file's page.
     pub lawn_file_writes: u64,
+    /// LAWN runs written back to their pages.
     pub lawn_writebacks: u64,
+    /// Small writes through the fine-log redo area.
     pub finelog_writes: u64,
+    /// Small writes that fell back to page CoW.
     pub small_write_fallbacks: u64,
 }

@@ -1,0 +1,116 @@
+//! Inode slot codec (docs/FORMAT.md §2.2).
+//!
+//! ```text
+//!  off  size  field
+//!    0     8  valid      word: 0 free, 1 in use        } change in place,
+//!    8     8  log_head   word: first log page (block)  } not checksummed
+//!   16     8  log_tail   word: PM offset past the last committed entry
+//!   24     8  ino        this slot's inode number      } static part, written
+//!   32     4  mode       S_IFMT bits (the file kind)   } once while valid = 0
+//!   36    88  reserved   zero                          }
+//!  124     4  csum       CRC-32 of [24, 124)
+//! ```
+
+use super::bytes::{crc, get_u32, get_u64, put_u32, put_u64};
+use crate::types::FileKind;
+
+/// Size of an inode slot.
+pub const INODE_SIZE: u64 = 128;
+/// `valid` word (offset 0): 0 = free, 1 = in use.
+pub const INO_VALID_OFF: u64 = 0;
+/// `log_head` word (offset 8): block number of the first log page.
+pub const INO_HEAD_OFF: u64 = 8;
+/// `log_tail` word (offset 16): PM byte offset just past the last committed entry.
+pub const INO_TAIL_OFF: u64 = 16;
+/// Static part [24, 124), checksum at 124.
+pub const INO_STATIC_OFF: usize = 24;
+/// Offset of the static part's `ino` field (u64, the slot's own inode number).
+pub const INO_NUM_OFF: usize = INO_STATIC_OFF;
+/// Offset of the static part's `mode` field (u32, `S_IFMT` bits only).
+pub const INO_MODE_OFF: usize = 32;
+/// Offset of the checksum (u32, CRC-32 of `[INO_STATIC_OFF, INO_CSUM_OFF)`).
+pub const INO_CSUM_OFF: usize = 124;
+
+/// Encodes the static part of an inode slot (bytes 24..128).
+pub fn encode_inode_static(ino: u64, kind: FileKind) -> [u8; INODE_SIZE as usize] {
+    let mut b = [0u8; INODE_SIZE as usize];
+    put_u64(&mut b, INO_NUM_OFF, ino);
+    put_u32(&mut b, INO_MODE_OFF, kind.mode_bits());
+    let c = crc(&b[INO_STATIC_OFF..INO_CSUM_OFF]);
+    put_u32(&mut b, INO_CSUM_OFF, c);
+    b
+}
+
+/// Validates the static part of a slot; returns the kind.
+pub fn decode_inode_static(
+    b: &[u8; INODE_SIZE as usize],
+    ino: u64,
+) -> std::result::Result<FileKind, String> {
+    let c = get_u32(b, INO_CSUM_OFF);
+    if c != crc(&b[INO_STATIC_OFF..INO_CSUM_OFF]) {
+        return Err(format!("inode {ino}: checksum mismatch"));
+    }
+    let stored = get_u64(b, INO_NUM_OFF);
+    if stored != ino {
+        return Err(format!("inode {ino}: slot records inode number {stored}"));
+    }
+    FileKind::from_mode(get_u32(b, INO_MODE_OFF))
+        .ok_or_else(|| format!("inode {ino}: unknown file type"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KINDS: [FileKind; 7] = [
+        FileKind::Regular,
+        FileKind::Directory,
+        FileKind::Symlink,
+        FileKind::Fifo,
+        FileKind::Socket,
+        FileKind::CharDevice,
+        FileKind::BlockDevice,
+    ];
+
+    #[test]
+    fn inode_static_roundtrip() {
+        for (i, kind) in KINDS.into_iter().enumerate() {
+            let ino = 1 + i as u64 * 1000;
+            let b = encode_inode_static(ino, kind);
+            assert_eq!(decode_inode_static(&b, ino), Ok(kind));
+            // The words before the static part do not count.
+            let mut w = b;
+            w[..INO_STATIC_OFF].fill(0xff);
+            assert_eq!(decode_inode_static(&w, ino), Ok(kind));
+        }
+    }
+
+    #[test]
+    fn inode_static_bytes_follow_format_md() {
+        let b = encode_inode_static(77, FileKind::Directory);
+        assert!(b[..24].iter().all(|&x| x == 0));
+        assert_eq!(get_u64(&b, 24), 77);
+        assert_eq!(get_u32(&b, 32), libc::S_IFDIR);
+        assert!(b[36..124].iter().all(|&x| x == 0));
+        assert_eq!(get_u32(&b, 124), crc(&b[24..124]));
+    }
+
+    #[test]
+    fn inode_static_corruption_is_refused() {
+        let b = encode_inode_static(5, FileKind::Regular);
+        // Another slot's bytes.
+        assert!(decode_inode_static(&b, 6).is_err());
+        // A flipped bit anywhere in the checksummed part.
+        for i in INO_STATIC_OFF..INODE_SIZE as usize {
+            let mut bad = b;
+            bad[i] ^= 1;
+            assert!(decode_inode_static(&bad, 5).is_err(), "byte {i}");
+        }
+        // A CRC-valid slot with an unknown file type.
+        let mut bad = b;
+        put_u32(&mut bad, INO_MODE_OFF, 0);
+        let c = crc(&bad[INO_STATIC_OFF..INO_CSUM_OFF]);
+        put_u32(&mut bad, INO_CSUM_OFF, c);
+        assert!(decode_inode_static(&bad, 5).is_err());
+    }
+}

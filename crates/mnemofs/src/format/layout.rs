@@ -1,0 +1,297 @@
+//! Layout policy: where each region of the image starts and how big it is
+//! (docs/FORMAT.md §1), and the positions derived from it. The superblock codec that
+//! stores a [`Geometry`] is in `superblock.rs`.
+
+use super::inode::INODE_SIZE;
+use super::zone::{valid_slot_size, ZoneParams, DESC_SIZE, REDO_BLOCKS};
+use crate::error::{FsError, Result};
+use crate::types::Timespec;
+
+/// Block (page) size.
+pub const BLOCK: u64 = 4096;
+/// Smallest image mkfs accepts.
+pub const MIN_SIZE: u64 = 8 << 20;
+/// Blocks reserved for the saved free list.
+pub const FREELIST_BLOCKS: u64 = 32;
+
+/// Geometry recorded in the superblock (block numbers unless said otherwise).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// Blocks of the image (`size / BLOCK`; a trailing partial block is unused).
+    pub total_blocks: u64,
+    /// CPUs: per-CPU journals, inode shares, data ranges and LAWN sub-zones (1..=64).
+    pub cpus: u32,
+    /// Inode slots, a multiple of `cpus`; inode numbers are `1..=inode_count`.
+    pub inode_count: u64,
+    /// First journal block (always 2); CPU `c`'s journal is block `journal_start + c`.
+    pub journal_start: u64,
+    /// First block of the saved free list.
+    pub freelist_start: u64,
+    /// Blocks of the saved free list ([`FREELIST_BLOCKS`]).
+    pub freelist_blocks: u64,
+    /// First block of the inode table.
+    pub inode_table_start: u64,
+    /// Blocks of the inode table.
+    pub inode_table_blocks: u64,
+    /// Fine-log redo areas: `REDO_BLOCKS` blocks per CPU (docs/FORMAT.md).
+    pub redo_start: u64,
+    /// LAWN descriptor table: one 16-byte descriptor per zone slot.
+    pub desc_start: u64,
+    /// LAWN zone slots (`zone_slots` of `slot_size` bytes, split evenly per CPU).
+    pub slot_start: u64,
+    /// LAWN slots in all sub-zones, a multiple of `cpus` (0: no zone).
+    pub zone_slots: u64,
+    /// Bytes of one LAWN slot (see [`valid_slot_size`]).
+    pub slot_size: u32,
+    /// First block of the data area (log pages and file data pages).
+    pub data_start: u64,
+    /// mkfs time, seconds since the epoch.
+    pub created: u64,
+}
+
+impl Geometry {
+    /// Lays out an image of `size` bytes.
+    pub fn compute(size: u64, cpus: u32, inodes: u64) -> Result<Geometry> {
+        Self::compute_with_min(size, cpus, inodes, MIN_SIZE)
+    }
+
+    /// Like `compute`, with another minimum size (tiny in-memory images for the crash
+    /// explorer; the layout rules are the same).
+    pub fn compute_with_min(size: u64, cpus: u32, inodes: u64, min: u64) -> Result<Geometry> {
+        Self::compute_zoned(size, cpus, inodes, min, ZoneParams::default())
+    }
+
+    /// Like `compute_with_min`, with the LAWN zone's size and slot size.
+    pub fn compute_zoned(
+        size: u64,
+        cpus: u32,
+        inodes: u64,
+        min: u64,
+        zone: ZoneParams,
+    ) -> Result<Geometry> {
+        if !valid_slot_size(zone.slot_size) {
+            return Err(FsError::Invalid(
+                "LAWN slot size must be a multiple of 64 that divides 4096, at most 2048",
+            ));
+        }
+        if zone.percent > 50 {
+            return Err(FsError::Invalid(
+                "LAWN zone may take at most 50% of the image",
+            ));
+        }
+        if size < min {
+            return Err(FsError::ImageTooSmall { size, min });
+        }
+        let cpus = cpus.clamp(1, 64);
+        let total_blocks = size / BLOCK;
+        let inode_count = if inodes == 0 {
+            (size / (16 << 10)).max(1024)
+        } else {
+            inodes.max(16)
+        };
+        // Round up so every CPU owns the same number of inode slots.
+        let inode_count = inode_count.div_ceil(cpus as u64) * cpus as u64;
+        let journal_start = 2;
+        let freelist_start = journal_start + cpus as u64;
+        let inode_table_start = freelist_start + FREELIST_BLOCKS;
+        let inode_table_blocks = (inode_count * INODE_SIZE).div_ceil(BLOCK);
+        let redo_start = inode_table_start + inode_table_blocks;
+        let desc_start = redo_start + REDO_BLOCKS * cpus as u64;
+        // Slots plus their descriptors take `percent` of the image; every CPU's
+        // sub-zone has the same number of slots.
+        let zone_bytes = size / 100 * zone.percent as u64;
+        let per_cpu = zone_bytes / (zone.slot_size as u64 + DESC_SIZE) / cpus as u64;
+        let zone_slots = per_cpu * cpus as u64;
+        let slot_start = desc_start + (zone_slots * DESC_SIZE).div_ceil(BLOCK);
+        let data_start = slot_start + (zone_slots * zone.slot_size as u64).div_ceil(BLOCK);
+        if data_start + 64 * cpus as u64 > total_blocks {
+            return Err(FsError::ImageTooSmall {
+                size,
+                min: (data_start + 64 * cpus as u64) * BLOCK,
+            });
+        }
+        Ok(Geometry {
+            total_blocks,
+            cpus,
+            inode_count,
+            journal_start,
+            freelist_start,
+            freelist_blocks: FREELIST_BLOCKS,
+            inode_table_start,
+            inode_table_blocks,
+            redo_start,
+            desc_start,
+            slot_start,
+            zone_slots,
+            slot_size: zone.slot_size,
+            data_start,
+            created: Timespec::now().sec as u64,
+        })
+    }
+
+    /// PM offset of CPU `cpu`'s fine-log redo area.
+    pub fn redo_off(&self, cpu: u32) -> u64 {
+        (self.redo_start + REDO_BLOCKS * cpu as u64) * BLOCK
+    }
+
+    /// PM offset of the descriptor of zone slot `slot`.
+    pub fn desc_off(&self, slot: u64) -> u64 {
+        self.desc_start * BLOCK + slot * DESC_SIZE
+    }
+
+    /// PM offset of zone slot `slot`.
+    pub fn slot_off(&self, slot: u64) -> u64 {
+        self.slot_start * BLOCK + slot * self.slot_size as u64
+    }
+
+    /// Slots of each CPU's sub-zone.
+    pub fn slots_per_cpu(&self) -> u64 {
+        self.zone_slots / self.cpus as u64
+    }
+
+    /// Slices (slot-sized pieces) of one page.
+    pub fn slices_per_page(&self) -> u64 {
+        BLOCK / self.slot_size as u64
+    }
+
+    /// PM offset of CPU `cpu`'s journal block.
+    pub fn journal_off(&self, cpu: u32) -> u64 {
+        (self.journal_start + cpu as u64) * BLOCK
+    }
+
+    /// PM offset of the slot of inode `ino` (1-based; the caller checks
+    /// [`valid_ino`](Self::valid_ino)).
+    pub fn inode_off(&self, ino: u64) -> u64 {
+        self.inode_table_start * BLOCK + (ino - 1) * INODE_SIZE
+    }
+
+    /// Inode numbers are 1-based; inode `ino` belongs to CPU `(ino-1) % cpus`.
+    pub fn ino_cpu(&self, ino: u64) -> u32 {
+        ((ino - 1) % self.cpus as u64) as u32
+    }
+
+    /// The LAWN sub-zone that holds the slices of page `pgoff` of inode `ino`
+    /// (docs/FORMAT.md §2.9): a hash of the page, so that one file's pages spread
+    /// over every sub-zone (one writer can use the whole zone, and writers of one
+    /// shared file do not all meet in one sub-zone), while each page has exactly one.
+    pub fn lawn_sub(&self, ino: u64, pgoff: u64) -> u32 {
+        let k = (ino << 32) ^ pgoff;
+        let h = k.wrapping_mul(0xd6e8_feb8_6659_fd93) >> 32;
+        ((h * self.cpus as u64) >> 32) as u32
+    }
+
+    /// Whether `ino` names an inode slot of this image (`1..=inode_count`).
+    pub fn valid_ino(&self, ino: u64) -> bool {
+        ino >= 1 && ino <= self.inode_count
+    }
+
+    /// Whether block `b` lies in the data area.
+    pub fn is_data_block(&self, b: u64) -> bool {
+        b >= self.data_start && b < self.total_blocks
+    }
+
+    /// Blocks of the data area.
+    pub fn data_blocks(&self) -> u64 {
+        self.total_blocks - self.data_start
+    }
+
+    /// The data-block range of CPU `cpu`'s allocator.
+    pub fn cpu_range(&self, cpu: u32) -> (u64, u64) {
+        let n = self.data_blocks();
+        let per = n / self.cpus as u64;
+        let start = self.data_start + per * cpu as u64;
+        let end = if cpu + 1 == self.cpus {
+            self.total_blocks
+        } else {
+            start + per
+        };
+        (start, end)
+    }
+
+    /// Which CPU range a data block lies in.
+    pub fn block_cpu(&self, b: u64) -> u32 {
+        let per = (self.data_blocks() / self.cpus as u64).max(1);
+        (((b - self.data_start) / per) as u32).min(self.cpus - 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::MIN_SIZE;
+
+    #[test]
+    fn zone_geometry_matches_format_md() {
+        let g = Geometry::compute(1 << 30, 4, 0).unwrap();
+        assert_eq!(g.inode_table_start + g.inode_table_blocks, 2086);
+        assert_eq!(g.redo_start, 2086);
+        assert_eq!(g.desc_start, 2094);
+        assert_eq!(g.zone_slots, 402652);
+        assert_eq!(g.slots_per_cpu(), 100663);
+        assert_eq!(g.slot_start, 3667);
+        assert_eq!(g.data_start, 9959);
+        assert_eq!(g.redo_off(1), (2086 + 2) * BLOCK);
+        assert_eq!(g.slot_off(2), 3667 * BLOCK + 128);
+        let b = g.encode();
+        assert_eq!(Geometry::decode(&b, 1 << 30).unwrap(), g);
+        // No zone, other slot sizes; bad slot sizes and shares are refused.
+        let z = |percent, slot_size| ZoneParams { percent, slot_size };
+        let g0 = Geometry::compute_zoned(64 << 20, 2, 0, MIN_SIZE, z(0, 64)).unwrap();
+        assert_eq!(
+            (g0.zone_slots, g0.slot_start, g0.data_start),
+            (0, g0.desc_start, g0.desc_start)
+        );
+        let g2 = Geometry::compute_zoned(64 << 20, 2, 0, MIN_SIZE, z(10, 512)).unwrap();
+        assert_eq!(Geometry::decode(&g2.encode(), 64 << 20).unwrap(), g2);
+        for bad in [0, 32, 96, 4096, 8192] {
+            assert!(Geometry::compute_zoned(64 << 20, 2, 0, MIN_SIZE, z(3, bad)).is_err());
+        }
+        assert!(Geometry::compute_zoned(64 << 20, 2, 0, MIN_SIZE, z(51, 64)).is_err());
+    }
+
+    #[test]
+    fn lawn_sub_zones_follow_format_md_and_spread_one_file() {
+        let g = Geometry::compute(1 << 30, 4, 0).unwrap();
+        // The formula of docs/FORMAT.md §2.9, spelled out.
+        let f = |ino: u64, p: u64| {
+            let h = ((ino << 32) ^ p).wrapping_mul(0xD6E8_FEB8_6659_FD93) >> 32;
+            (h * 4) >> 32
+        };
+        let mut per = [0u64; 4];
+        for p in 0..4000u64 {
+            let s = g.lawn_sub(7, p);
+            assert_eq!(s as u64, f(7, p));
+            per[s as usize] += 1;
+        }
+        // One file's pages land in every sub-zone, about evenly.
+        assert!(per.iter().all(|&n| (800..1200).contains(&n)), "{per:?}");
+        let g1 = Geometry::compute(1 << 30, 1, 0).unwrap();
+        assert!((0..100).all(|p| g1.lawn_sub(3, p) == 0));
+    }
+
+    #[test]
+    fn derived_positions_match_format_md() {
+        // 1 GiB, 4 CPUs: journals 2-5, free list 6-37, inode table 38-2085.
+        let g = Geometry::compute(1 << 30, 4, 0).unwrap();
+        assert_eq!((g.total_blocks, g.inode_count), (262144, 65536));
+        assert_eq!((g.journal_start, g.freelist_start), (2, 6));
+        assert_eq!((g.inode_table_start, g.inode_table_blocks), (38, 2048));
+        assert_eq!(g.journal_off(3), 5 * BLOCK);
+        assert_eq!(g.inode_off(1), 38 * BLOCK);
+        assert_eq!(g.inode_off(33), 39 * BLOCK);
+        assert_eq!((g.ino_cpu(1), g.ino_cpu(4), g.ino_cpu(5)), (0, 3, 0));
+        assert!(!g.valid_ino(0) && g.valid_ino(1) && g.valid_ino(65536));
+        assert!(!g.valid_ino(65537));
+        assert_eq!(g.desc_off(3), 2094 * BLOCK + 48);
+        assert_eq!(g.slices_per_page(), 64);
+        // Data ranges: even split, the last CPU takes the remainder.
+        let per = g.data_blocks() / 4;
+        assert_eq!(g.cpu_range(0), (9959, 9959 + per));
+        assert_eq!(g.cpu_range(3), (9959 + 3 * per, g.total_blocks));
+        assert!(!g.is_data_block(9958) && g.is_data_block(9959));
+        assert!(!g.is_data_block(g.total_blocks));
+        assert_eq!(g.block_cpu(9959), 0);
+        assert_eq!(g.block_cpu(9959 + per), 1);
+        assert_eq!(g.block_cpu(g.total_blocks - 1), 3);
+    }
+}

@@ -1,0 +1,247 @@
+//! Superblock codec (docs/FORMAT.md §2.1): block 0 and its replica in block 1, plus
+//! the state word of block 0.
+//!
+//! ```text
+//!  off  size  field               off  size  field
+//!    0     8  magic                 64     8  inode_table_start
+//!    8     4  version               72     8  inode_table_blocks
+//!   12     4  block_size            80     8  data_start
+//!   16     8  total_blocks          88     8  created
+//!   24     4  cpus                  96     8  zone_slots
+//!   28     4  features (0)         104     4  slot_size
+//!   32     8  inode_count          108    12  reserved (zero, checksummed)
+//!   40     8  journal_start        120     4  csum: CRC-32 of [0, 120)
+//!   48     8  freelist_start       124     4  reserved (not checksummed)
+//!   56     8  freelist_blocks
+//! ```
+//!
+//! Block 0, byte 256: the state word ([`STATE_CLEAN`] or [`STATE_DIRTY`]), neither
+//! checksummed nor replicated.
+
+use super::bytes::{crc, get_u32, get_u64, put_u32, put_u64};
+use super::inode::INODE_SIZE;
+use super::layout::{Geometry, BLOCK};
+use super::zone::{valid_slot_size, DESC_SIZE, REDO_BLOCKS};
+
+/// Format version written by this build (2: LAWN zone, descriptor table and fine-log
+/// redo areas after the inode table; 3: LAWN descriptor check by a multiply-xorshift
+/// mix instead of a CRC-32).
+pub const VERSION: u32 = 3;
+/// Superblock magic.
+pub const MAGIC: [u8; 8] = *b"MNEMOFS\0";
+
+/// Primary superblock block number; the replica is in block 1.
+pub const SB_BLOCK: u64 = 0;
+/// Block number of the superblock replica.
+pub const SB_REPLICA_BLOCK: u64 = 1;
+/// Bytes of an encoded superblock.
+pub const SB_SIZE: usize = 128;
+
+/// Offset of `magic` ([`MAGIC`], 8 bytes).
+pub const SB_MAGIC_OFF: usize = 0;
+/// Offset of `version` (u32, [`VERSION`]).
+pub const SB_VERSION_OFF: usize = 8;
+/// Offset of `block_size` (u32, [`BLOCK`]).
+pub const SB_BLOCK_SIZE_OFF: usize = 12;
+/// Offset of `total_blocks` (u64).
+pub const SB_TOTAL_BLOCKS_OFF: usize = 16;
+/// Offset of `cpus` (u32).
+pub const SB_CPUS_OFF: usize = 24;
+/// Offset of the feature flags (u32, written as 0, not checked).
+pub const SB_FEATURES_OFF: usize = 28;
+/// Offset of `inode_count` (u64).
+pub const SB_INODE_COUNT_OFF: usize = 32;
+/// Offset of `journal_start` (u64).
+pub const SB_JOURNAL_START_OFF: usize = 40;
+/// Offset of `freelist_start` (u64).
+pub const SB_FREELIST_START_OFF: usize = 48;
+/// Offset of `freelist_blocks` (u64).
+pub const SB_FREELIST_BLOCKS_OFF: usize = 56;
+/// Offset of `inode_table_start` (u64).
+pub const SB_INODE_TABLE_START_OFF: usize = 64;
+/// Offset of `inode_table_blocks` (u64).
+pub const SB_INODE_TABLE_BLOCKS_OFF: usize = 72;
+/// Offset of `data_start` (u64).
+pub const SB_DATA_START_OFF: usize = 80;
+/// Offset of `created` (u64).
+pub const SB_CREATED_OFF: usize = 88;
+/// Offset of `zone_slots` (u64).
+pub const SB_ZONE_SLOTS_OFF: usize = 96;
+/// Offset of `slot_size` (u32).
+pub const SB_SLOT_SIZE_OFF: usize = 104;
+/// Bytes of the superblock covered by its checksum (the checksum follows at 120).
+pub const SB_CSUM_LEN: usize = 120;
+/// Offset of the checksum (u32, CRC-32 of `[0, SB_CSUM_LEN)`).
+pub const SB_CSUM_OFF: usize = SB_CSUM_LEN;
+
+/// Byte offset (within the primary superblock block) of the 8-byte state word.
+pub const SB_STATE_OFF: u64 = 256;
+/// State word: the file system was unmounted cleanly and its free list is saved.
+pub const STATE_CLEAN: u64 = 0x434c_4541_4e5f_4f4b; // "KO_NAELC"
+/// State word: mounted, or crashed while mounted.
+pub const STATE_DIRTY: u64 = 0x4449_5254_595f_5f5f;
+
+impl Geometry {
+    /// Encodes the superblock (the same 128 bytes for block 0 and its replica).
+    pub fn encode(&self) -> [u8; SB_SIZE] {
+        let mut b = [0u8; SB_SIZE];
+        b[SB_MAGIC_OFF..SB_MAGIC_OFF + 8].copy_from_slice(&MAGIC);
+        put_u32(&mut b, SB_VERSION_OFF, VERSION);
+        put_u32(&mut b, SB_BLOCK_SIZE_OFF, BLOCK as u32);
+        put_u64(&mut b, SB_TOTAL_BLOCKS_OFF, self.total_blocks);
+        put_u32(&mut b, SB_CPUS_OFF, self.cpus);
+        put_u32(&mut b, SB_FEATURES_OFF, 0);
+        put_u64(&mut b, SB_INODE_COUNT_OFF, self.inode_count);
+        put_u64(&mut b, SB_JOURNAL_START_OFF, self.journal_start);
+        put_u64(&mut b, SB_FREELIST_START_OFF, self.freelist_start);
+        put_u64(&mut b, SB_FREELIST_BLOCKS_OFF, self.freelist_blocks);
+        put_u64(&mut b, SB_INODE_TABLE_START_OFF, self.inode_table_start);
+        put_u64(&mut b, SB_INODE_TABLE_BLOCKS_OFF, self.inode_table_blocks);
+        put_u64(&mut b, SB_DATA_START_OFF, self.data_start);
+        put_u64(&mut b, SB_CREATED_OFF, self.created);
+        put_u64(&mut b, SB_ZONE_SLOTS_OFF, self.zone_slots);
+        put_u32(&mut b, SB_SLOT_SIZE_OFF, self.slot_size);
+        let c = crc(&b[..SB_CSUM_LEN]);
+        put_u32(&mut b, SB_CSUM_OFF, c);
+        b
+    }
+
+    /// Decodes and validates a superblock against an image of `image_len` bytes.
+    pub fn decode(b: &[u8], image_len: u64) -> std::result::Result<Geometry, String> {
+        if b.len() < SB_SIZE {
+            return Err("short superblock".into());
+        }
+        if b[SB_MAGIC_OFF..SB_MAGIC_OFF + 8] != MAGIC {
+            return Err("bad magic (not a mnemofs image)".into());
+        }
+        let c = get_u32(b, SB_CSUM_OFF);
+        if c != crc(&b[..SB_CSUM_LEN]) {
+            return Err("superblock checksum mismatch".into());
+        }
+        let version = get_u32(b, SB_VERSION_OFF);
+        if version != VERSION {
+            return Err(format!("unsupported format version {version}"));
+        }
+        if get_u32(b, SB_BLOCK_SIZE_OFF) as u64 != BLOCK {
+            return Err("unsupported block size".into());
+        }
+        let cpus = get_u32(b, SB_CPUS_OFF);
+        let inode_table_start = get_u64(b, SB_INODE_TABLE_START_OFF);
+        let inode_table_blocks = get_u64(b, SB_INODE_TABLE_BLOCKS_OFF);
+        let zone_slots = get_u64(b, SB_ZONE_SLOTS_OFF);
+        let slot_size = get_u32(b, SB_SLOT_SIZE_OFF);
+        // Derived positions (checked against data_start below); saturating so that
+        // garbage cannot overflow before it is rejected.
+        let redo_start = inode_table_start.saturating_add(inode_table_blocks);
+        let desc_start = redo_start.saturating_add(REDO_BLOCKS.saturating_mul(cpus as u64));
+        let slot_start =
+            desc_start.saturating_add(zone_slots.saturating_mul(DESC_SIZE).div_ceil(BLOCK));
+        let slots_end =
+            slot_start.saturating_add(zone_slots.saturating_mul(slot_size as u64).div_ceil(BLOCK));
+        let g = Geometry {
+            total_blocks: get_u64(b, SB_TOTAL_BLOCKS_OFF),
+            cpus,
+            inode_count: get_u64(b, SB_INODE_COUNT_OFF),
+            journal_start: get_u64(b, SB_JOURNAL_START_OFF),
+            freelist_start: get_u64(b, SB_FREELIST_START_OFF),
+            freelist_blocks: get_u64(b, SB_FREELIST_BLOCKS_OFF),
+            inode_table_start,
+            inode_table_blocks,
+            redo_start,
+            desc_start,
+            slot_start,
+            zone_slots,
+            slot_size,
+            data_start: get_u64(b, SB_DATA_START_OFF),
+            created: get_u64(b, SB_CREATED_OFF),
+        };
+        let ok = g.cpus >= 1
+            && valid_slot_size(g.slot_size)
+            && g.zone_slots.is_multiple_of(g.cpus.max(1) as u64)
+            && g.data_start == slots_end
+            && g.cpus <= 64
+            && g.journal_start == 2
+            && g.freelist_start == g.journal_start + g.cpus as u64
+            && g.inode_table_start == g.freelist_start + g.freelist_blocks
+            && g.inode_count > 0
+            && g.inode_count.is_multiple_of(g.cpus as u64)
+            && g.inode_table_blocks == (g.inode_count * INODE_SIZE).div_ceil(BLOCK)
+            && g.data_start < g.total_blocks
+            && g.total_blocks
+                .checked_mul(BLOCK)
+                .is_some_and(|l| l <= image_len);
+        if !ok {
+            return Err("superblock geometry is inconsistent with the image".into());
+        }
+        Ok(g)
+    }
+
+    /// Whichever of two superblock copies decodes to `self` (the bytes to repair the
+    /// other copy with).
+    pub fn encode_like(&self, a: &[u8; SB_SIZE], b: &[u8; SB_SIZE]) -> [u8; SB_SIZE] {
+        if Geometry::decode(a, u64::MAX).ok().as_ref() == Some(self) {
+            *a
+        } else if Geometry::decode(b, u64::MAX).ok().as_ref() == Some(self) {
+            *b
+        } else {
+            self.encode()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::FsError;
+
+    #[test]
+    fn superblock_roundtrip_and_corruption() {
+        let g = Geometry::compute(64 << 20, 2, 0).unwrap();
+        let b = g.encode();
+        assert_eq!(Geometry::decode(&b, 64 << 20).unwrap(), g);
+        let mut bad = b;
+        bad[20] ^= 1;
+        assert!(Geometry::decode(&bad, 64 << 20).is_err());
+        assert!(Geometry::decode(&b, 32 << 20).is_err());
+        assert!(matches!(
+            Geometry::compute(1 << 20, 1, 0),
+            Err(FsError::ImageTooSmall { .. })
+        ));
+    }
+
+    #[test]
+    fn superblock_bytes_follow_format_md() {
+        let g = Geometry::compute(1 << 30, 4, 0).unwrap();
+        let b = g.encode();
+        // The table of docs/FORMAT.md §2.1, with literal offsets.
+        assert_eq!(&b[0..8], b"MNEMOFS\0");
+        assert_eq!(get_u32(&b, 8), 3);
+        assert_eq!(get_u32(&b, 12), 4096);
+        assert_eq!(get_u64(&b, 16), g.total_blocks);
+        assert_eq!(get_u32(&b, 24), 4);
+        assert_eq!(get_u32(&b, 28), 0);
+        assert_eq!(get_u64(&b, 32), g.inode_count);
+        assert_eq!(get_u64(&b, 40), 2);
+        assert_eq!(get_u64(&b, 48), 6);
+        assert_eq!(get_u64(&b, 56), 32);
+        assert_eq!(get_u64(&b, 64), 38);
+        assert_eq!(get_u64(&b, 72), 2048);
+        assert_eq!(get_u64(&b, 80), 9959);
+        assert_eq!(get_u64(&b, 88), g.created);
+        assert_eq!(get_u64(&b, 96), 402652);
+        assert_eq!(get_u32(&b, 104), 64);
+        assert!(b[108..120].iter().all(|&x| x == 0));
+        assert_eq!(get_u32(&b, 120), crc(&b[..120]));
+        assert!(b[124..128].iter().all(|&x| x == 0));
+        // Reserved bytes are checksummed; the last four are not.
+        let mut r = b;
+        r[110] = 1;
+        assert!(Geometry::decode(&r, 1 << 30).is_err());
+        let mut r = b;
+        r[126] = 1;
+        assert_eq!(Geometry::decode(&r, 1 << 30).unwrap(), g);
+        // Either copy repairs the other.
+        assert_eq!(g.encode_like(&[0; SB_SIZE], &b), b);
+        assert_eq!(g.encode_like(&r, &[0; SB_SIZE]), r);
+    }
+}
