@@ -101,38 +101,59 @@ impl Pm {
         unsafe { self.base.add(off as usize) }
     }
 
-    /// Copies `buf.len()` bytes at `off` into `buf`.
+    /// Copies `buf.len()` bytes at `off` into `buf`. Panics if the range is not in
+    /// the region.
+    ///
+    /// # Safety
+    /// No other thread may write any byte of `[off, off + buf.len())` (through this
+    /// `Pm` or another mapping of the image in this process) while this call runs.
     #[inline]
-    pub fn read(&self, off: u64, buf: &mut [u8]) {
+    pub unsafe fn read(&self, off: u64, buf: &mut [u8]) {
         let p = self.ptr(off, buf.len() as u64);
-        // SAFETY: `p` is valid for `buf.len()` bytes; PM and `buf` never overlap.
+        // SAFETY: `p` is valid for `buf.len()` bytes; PM and `buf` never overlap; no
+        // other thread writes these bytes meanwhile (the caller's contract), so the
+        // non-atomic copy does not race.
         unsafe { std::ptr::copy_nonoverlapping(p, buf.as_mut_ptr(), buf.len()) };
         self.charge_read(buf.len() as u64);
     }
 
-    /// Atomic 8-byte load of an aligned word.
+    /// Atomic 8-byte load of the aligned word at `off`. Panics if `off` is not
+    /// 8-aligned or the word is not in the region.
     #[inline]
     pub fn read_u64(&self, off: u64) -> u64 {
-        debug_assert_eq!(off % 8, 0);
+        assert_eq!(off % 8, 0, "unaligned 8-byte atomic load at {off}");
         let p = self.ptr(off, 8) as *const std::sync::atomic::AtomicU64;
-        // SAFETY: aligned (offsets are 8-aligned, base is page-aligned) and in bounds.
+        // SAFETY: aligned (`off` is 8-aligned, base is page-aligned) and in bounds; an
+        // atomic load races with nothing safe code can do (see "Access model").
         let v = unsafe { (*p).load(std::sync::atomic::Ordering::Acquire) };
         self.charge_read(8);
         v
     }
 
+    /// The little-endian `u32` at `off` (any alignment; a byte copy).
+    ///
+    /// # Safety
+    /// As for [`Pm::read`] over `[off, off + 4)`.
     #[inline]
-    pub fn read_u32(&self, off: u64) -> u32 {
+    pub unsafe fn read_u32(&self, off: u64) -> u32 {
         let mut b = [0u8; 4];
-        self.read(off, &mut b);
+        // SAFETY: the caller's contract is `read`'s over these 4 bytes.
+        unsafe { self.read(off, &mut b) };
         u32::from_le_bytes(b)
     }
 
-    /// Cached store of `data` at `off`. Durable only after `flush` + `fence`.
+    /// Cached store of `data` at `off`. Durable only after `flush` + `fence`. Panics
+    /// if the range is not in the region.
+    ///
+    /// # Safety
+    /// No other thread may read or write any byte of `[off, off + data.len())`
+    /// (through this `Pm` or another mapping of the image in this process) while
+    /// this call runs.
     #[inline]
-    pub fn write(&self, off: u64, data: &[u8]) {
+    pub unsafe fn write(&self, off: u64, data: &[u8]) {
         let p = self.ptr(off, data.len() as u64);
-        // SAFETY: `p` is valid for `data.len()` bytes and does not overlap `data`.
+        // SAFETY: `p` is valid for `data.len()` bytes and does not overlap `data`; no
+        // other thread accesses these bytes meanwhile (the caller's contract).
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
         self.counters.add_bytes(data.len() as u64);
         if let Some(t) = &self.tracer {
@@ -140,10 +161,15 @@ impl Pm {
         }
     }
 
-    /// Stores `len` zero bytes at `off` (cached).
-    pub fn zero(&self, off: u64, len: u64) {
+    /// Stores `len` zero bytes at `off` (cached). Panics if the range is not in the
+    /// region.
+    ///
+    /// # Safety
+    /// As for [`Pm::write`] over `[off, off + len)`.
+    pub unsafe fn zero(&self, off: u64, len: u64) {
         let p = self.ptr(off, len);
-        // SAFETY: `p` is valid for `len` bytes.
+        // SAFETY: `p` is valid for `len` bytes; no other thread accesses them meanwhile
+        // (the caller's contract).
         unsafe { std::ptr::write_bytes(p, 0, len as usize) };
         self.counters.add_bytes(len);
         if let Some(t) = &self.tracer {
@@ -234,18 +260,22 @@ impl Pm {
         }
     }
 
-    /// A copy of the whole region (for crash-state images and tests).
-    pub fn to_vec(&self) -> Vec<u8> {
+    /// A copy of the whole region (for crash-state images and tests). Takes `&mut`:
+    /// no other thread can use the region meanwhile.
+    pub fn to_vec(&mut self) -> Vec<u8> {
         let mut v = vec![0u8; self.len as usize];
-        self.read(0, &mut v);
+        // SAFETY: `&mut self` is exclusive, so no other thread writes the region.
+        unsafe { self.read(0, &mut v) };
         v
     }
 
     /// Overwrites the region with `bytes` (uncounted, untraced: test setup only).
-    pub fn load_image(&self, bytes: &[u8]) {
+    /// Takes `&mut`: no other thread can use the region meanwhile.
+    pub fn load_image(&mut self, bytes: &[u8]) {
         let n = bytes.len().min(self.len as usize);
         let p = self.ptr(0, n as u64);
-        // SAFETY: `p` valid for `n` bytes; source is a distinct allocation.
+        // SAFETY: `p` valid for `n` bytes; source is a distinct allocation; `&mut
+        // self` is exclusive, so no other thread accesses the region.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), p, n) };
     }
 }
@@ -259,7 +289,8 @@ mod tests {
     fn counters_count_exactly() {
         let pm = Pm::anonymous(1 << 20).unwrap();
         let before = pm.thread_counters();
-        pm.write(100, &[1u8; 100]); // lines 64..128..192..256 → 3 lines
+        // SAFETY: only this thread uses this test's region.
+        unsafe { pm.write(100, &[1u8; 100]) }; // lines 64..128..192..256 → 3 lines
         pm.flush(100, 100);
         pm.fence();
         pm.store_u64(4096, 7);
@@ -269,7 +300,8 @@ mod tests {
         assert_eq!(d.flushes, 3 + 1);
         assert_eq!(d.fences, 2);
         let mut b = [0u8; 4];
-        pm.read(100, &mut b);
+        // SAFETY: only this thread uses this test's region.
+        unsafe { pm.read(100, &mut b) };
         assert_eq!(b, [1; 4]);
         assert_eq!(pm.read_u64(4096), 7);
     }
@@ -279,15 +311,18 @@ mod tests {
         let mut pm = Pm::anonymous(1 << 20).unwrap();
         assert_eq!(pm.profile(), PmProfile::DRAM);
         let mut buf = [0u8; 4096];
-        pm.read(0, &mut buf);
-        pm.write(0, &[1u8; 100]);
+        // SAFETY: only this thread uses this test's region.
+        unsafe { pm.read(0, &mut buf) };
+        // SAFETY: only this thread uses this test's region.
+        unsafe { pm.write(0, &[1u8; 100]) };
         pm.persist(0, 100);
         assert_eq!(pm.thread_counters().modeled_delay_ns, 0);
 
         pm.set_profile(PmProfile::OPTANE);
         assert_eq!(pm.profile().name, "optane");
         let t = pm.thread_counters();
-        pm.read(0, &mut buf);
+        // SAFETY: only this thread uses this test's region.
+        unsafe { pm.read(0, &mut buf) };
         assert_eq!(pm.thread_counters().since(&t).modeled_delay_ns, 305 + 620);
         let t = pm.thread_counters();
         let _ = pm.read_u64(8);
@@ -295,7 +330,8 @@ mod tests {
         // Cached stores cost nothing until written back; the fence pays for the
         // flushed lines (two lines: 128 B → 90 + 55 ns).
         let t = pm.thread_counters();
-        pm.write(0, &[2u8; 100]);
+        // SAFETY: only this thread uses this test's region.
+        unsafe { pm.write(0, &[2u8; 100]) };
         assert_eq!(pm.thread_counters().since(&t).modeled_delay_ns, 0);
         pm.flush(0, 100);
         assert_eq!(pm.thread_counters().since(&t).modeled_delay_ns, 0);
@@ -307,13 +343,15 @@ mod tests {
         assert_eq!(pm.thread_counters().since(&t).modeled_delay_ns, 0);
         // Non-temporal page: 4096 B → 90 + 1780 ns.
         let t = pm.thread_counters();
-        pm.write_nt(4096, &buf);
+        // SAFETY: only this thread uses this test's region.
+        unsafe { pm.write_nt(4096, &buf) };
         pm.fence();
         assert_eq!(pm.thread_counters().since(&t).modeled_delay_ns, 90 + 1780);
 
         pm.set_profile(PmProfile::DRAM);
         let t = pm.thread_counters();
-        pm.read(0, &mut buf);
+        // SAFETY: only this thread uses this test's region.
+        unsafe { pm.read(0, &mut buf) };
         pm.persist(0, 64);
         assert_eq!(pm.thread_counters().since(&t).modeled_delay_ns, 0);
     }
@@ -324,10 +362,12 @@ mod tests {
         let rec = Arc::new(RecordingTracer::new());
         pm.set_tracer(Some(rec.clone()));
         pm.marker(Marker::OpBegin("w".into()));
-        pm.write(0, b"abc");
+        // SAFETY: only this thread uses this test's region.
+        unsafe { pm.write(0, b"abc") };
         pm.flush(0, 3);
         pm.fence();
-        pm.store_u128(64, 0x1122_3344_5566_7788_99aa_bbcc_ddee_ff00);
+        // SAFETY: only this thread uses this test's region.
+        unsafe { pm.store_u128(64, 0x1122_3344_5566_7788_99aa_bbcc_ddee_ff00) };
         pm.marker(Marker::OpEnd("w".into()));
         let ev = rec.take();
         assert_eq!(
@@ -353,7 +393,8 @@ mod tests {
             ]
         );
         let mut b = [0u8; 16];
-        pm.read(64, &mut b);
+        // SAFETY: only this thread uses this test's region.
+        unsafe { pm.read(64, &mut b) };
         assert_eq!(
             u128::from_le_bytes(b),
             0x1122_3344_5566_7788_99aa_bbcc_ddee_ff00

@@ -184,12 +184,34 @@ impl Pm {
 
     /// A private anonymous copy of the whole region (fsck and the crash explorer work
     /// on copies so that recovery never changes the original).
+    ///
+    /// Safe on a shared region: the source is read with relaxed atomic loads of its
+    /// aligned 8-byte words (and of single bytes for a tail shorter than a word), so
+    /// it races with nothing safe code can do. A word changed meanwhile is copied
+    /// either old or new; the copy is only consistent if nobody writes the region
+    /// meanwhile (`Pm::open(path, true)` keeps other mnemofs processes out).
     pub fn clone_anonymous(&self) -> Result<Pm, PmError> {
+        use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
         let copy = Pm::anonymous(self.len)?;
         let src = self.ptr(0, self.len);
         let dst = copy.ptr(0, self.len);
-        // SAFETY: both mappings are `len` bytes long and distinct.
-        unsafe { std::ptr::copy_nonoverlapping(src, dst, self.len as usize) };
+        let words = (self.len / 8) as usize;
+        for i in 0..words {
+            // SAFETY: word `i` lies in both mappings (each `len` bytes, page-aligned,
+            // so the word is 8-aligned); `copy` is not shared yet; the source is read
+            // atomically (see above).
+            unsafe {
+                let w = (*(src as *const AtomicU64).add(i)).load(Ordering::Relaxed);
+                (dst as *mut u64).add(i).write(w);
+            }
+        }
+        for i in words * 8..self.len as usize {
+            // SAFETY: byte `i` lies in both mappings; as above.
+            unsafe {
+                let b = (*(src as *const AtomicU8).add(i)).load(Ordering::Relaxed);
+                dst.add(i).write(b);
+            }
+        }
         Ok(copy)
     }
 
@@ -230,12 +252,14 @@ mod tests {
         let path = dir.path().join("img");
         {
             let pm = Pm::create(&path, 1 << 20).unwrap();
-            pm.write(10, b"hello");
+            // SAFETY: only this thread uses this test's region.
+            unsafe { pm.write(10, b"hello") };
             pm.persist(10, 5);
         }
         let pm = Pm::open(&path, true).unwrap();
         let mut b = [0u8; 5];
-        pm.read(10, &mut b);
+        // SAFETY: only this thread uses this test's region.
+        unsafe { pm.read(10, &mut b) };
         assert_eq!(&b, b"hello");
         assert!(matches!(Pm::open(&path, true), Err(PmError::Busy { .. })));
         assert!(pm.check(1 << 20, 1).is_err());

@@ -74,12 +74,16 @@ pub struct Pm {
     _file: Option<File>,
 }
 
-// SAFETY: `base` points to a shared mapping that lives as long as `Pm`; concurrent
-// access to disjoint bytes is coordinated by the layers above (locks, atomics), and
-// the 8/16-byte stores used for shared words are atomic instructions.
+// SAFETY: `Pm` owns its mapping (unmapped only by `Drop`), its file, its counters
+// (atomics) and its tracer (`Send + Sync`); nothing in it is tied to a thread.
 unsafe impl Send for Pm {}
-// SAFETY: see `Send`; `&Pm` only exposes methods that perform raw stores/loads which
-// the engine orders with its own locks.
+// SAFETY: every `&self` method is either free of memory accesses to the region
+// (bounds, counters, flush, fence, prefetch, populate, msync), or accesses it only with
+// aligned atomic 8-byte loads and stores (`read_u64`, `store_u64`, the copy of
+// `clone_anonymous`), which cannot race with each other; every `&self` method that
+// copies bytes non-atomically or stores 16 bytes is `unsafe`, and its contract makes
+// its caller keep every other thread off those bytes meanwhile. See "Access model" in
+// the crate documentation.
 unsafe impl Sync for Pm {}
 
 impl Drop for Pm {

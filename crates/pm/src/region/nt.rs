@@ -6,20 +6,26 @@ use crate::trace::StoreKind;
 impl Pm {
     /// Non-temporal copy for large writes: bypasses the cache, so the data is durable
     /// after the next `fence` without flushes. Unaligned head/tail bytes are stored
-    /// cached and flushed here.
-    pub fn write_nt(&self, off: u64, data: &[u8]) {
+    /// cached and flushed here. Panics if the range is not in the region.
+    ///
+    /// # Safety
+    /// As for [`Pm::write`]: no other thread may read or write any byte of
+    /// `[off, off + data.len())` while this call runs.
+    pub unsafe fn write_nt(&self, off: u64, data: &[u8]) {
         let p = self.ptr(off, data.len() as u64);
         #[cfg(target_arch = "x86_64")]
         {
             let start_pad = ((8 - (off % 8)) % 8).min(data.len() as u64) as usize;
             let body = (data.len() - start_pad) / 8 * 8;
             if start_pad > 0 {
-                self.write(off, &data[..start_pad]);
+                // SAFETY: a part of this call's range (the caller's contract).
+                unsafe { self.write(off, &data[..start_pad]) };
                 self.flush(off, start_pad as u64);
             }
             // SAFETY: `[p + start_pad, + body)` lies in the checked range and starts
             // 8-aligned (off + start_pad is a multiple of 8, the mapping is
-            // page-aligned); `data[start_pad..start_pad + body]` is the source.
+            // page-aligned); `data[start_pad..start_pad + body]` is the source; no
+            // other thread accesses these bytes meanwhile (the caller's contract).
             unsafe {
                 stream_copy(
                     p.add(start_pad),
@@ -39,14 +45,16 @@ impl Pm {
                 );
             }
             if i < data.len() {
-                self.write(off + i as u64, &data[i..]);
+                // SAFETY: a part of this call's range (the caller's contract).
+                unsafe { self.write(off + i as u64, &data[i..]) };
                 self.flush(off + i as u64, (data.len() - i) as u64);
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
             let _ = p;
-            self.write(off, data);
+            // SAFETY: this call's range (the caller's contract).
+            unsafe { self.write(off, data) };
             self.flush(off, data.len() as u64);
         }
     }
@@ -136,10 +144,12 @@ mod tests {
     fn nt_copy_handles_unaligned_edges() {
         let pm = Pm::anonymous(1 << 16).unwrap();
         let data: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
-        pm.write_nt(3, &data);
+        // SAFETY: only this thread uses this test's region.
+        unsafe { pm.write_nt(3, &data) };
         pm.fence();
         let mut back = vec![0u8; 1000];
-        pm.read(3, &mut back);
+        // SAFETY: only this thread uses this test's region.
+        unsafe { pm.read(3, &mut back) };
         assert_eq!(back, data);
         assert_eq!(pm.thread_counters().bytes_written, 1000);
     }
@@ -155,13 +165,16 @@ mod tests {
             for len in [
                 0usize, 1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 48, 63, 64, 65, 100, 128, 200, 513,
             ] {
-                pm.write(0, &vec![0xee; 1024]);
+                // SAFETY: only this thread uses this test's region.
+                unsafe { pm.write(0, &vec![0xee; 1024]) };
                 let before = pm.thread_counters();
-                pm.write_nt(off, &src[..len]);
+                // SAFETY: only this thread uses this test's region.
+                unsafe { pm.write_nt(off, &src[..len]) };
                 pm.fence();
                 let d = pm.thread_counters().since(&before);
                 let mut back = vec![0u8; 1024];
-                pm.read(0, &mut back);
+                // SAFETY: only this thread uses this test's region.
+                unsafe { pm.read(0, &mut back) };
                 let mut want = vec![0xeeu8; 1024];
                 want[off as usize..off as usize + len].copy_from_slice(&src[..len]);
                 assert_eq!(back, want, "off {off} len {len}");

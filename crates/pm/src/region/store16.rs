@@ -41,25 +41,36 @@ impl Pm {
     /// Atomicity", guarantee that an aligned 16-byte SSE/AVX load or store is
     /// single-copy atomic on processors with AVX), else
     /// `lock cmpxchg16b` (a locked read-modify-write: slower, and twice when the old
-    /// value is not zero).
-    pub fn store_u128(&self, off: u64, v: u128) {
+    /// value is not zero). Panics if `off` is not 16-aligned or the word is not in
+    /// the region.
+    ///
+    /// # Safety
+    /// No other thread may access any of the 16 bytes at `off` while this call
+    /// runs. (Rust has no 16-byte atomic type, and racing accesses of different
+    /// sizes to overlapping bytes are undefined even when each is atomic; without
+    /// AVX or cmpxchg16b the store is a plain one.)
+    pub unsafe fn store_u128(&self, off: u64, v: u128) {
         assert_eq!(off % 16, 0, "unaligned 16-byte atomic store at {off}");
         let p = self.ptr(off, 16) as *mut u128;
         #[cfg(target_arch = "x86_64")]
         {
             if self.has_avx {
-                // SAFETY: `p` is 16-aligned and in bounds; AVX (hence SSE2) is present.
+                // SAFETY: `p` is 16-aligned and in bounds; AVX (hence SSE2) is present;
+                // no other thread accesses the word meanwhile (the caller's contract).
                 unsafe { store_u128_sse(p, v) };
             } else if self.has_cx16 {
-                // SAFETY: `p` is 16-aligned and in bounds; cmpxchg16b is available.
+                // SAFETY: `p` is 16-aligned and in bounds; cmpxchg16b is available; no
+                // other thread accesses the word meanwhile (the caller's contract).
                 unsafe { store_u128_cx16(p, v) };
             } else {
-                // SAFETY: as above; falls back to a plain (tearable) store.
+                // SAFETY: as above; falls back to a plain (tearable) store, which races
+                // with nothing (the caller's contract).
                 unsafe { std::ptr::write_volatile(p, v) };
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        // SAFETY: `p` is aligned and in bounds.
+        // SAFETY: `p` is aligned and in bounds; no other thread accesses the word
+        // meanwhile (the caller's contract).
         unsafe {
             std::ptr::write_volatile(p, v)
         };
@@ -75,15 +86,21 @@ impl Pm {
     /// the cache, and no read miss when it is not. **Not single-copy atomic**: no
     /// vendor guarantees it for non-temporal stores, so a crash may persist one
     /// 8-byte half alone; the tracer records it as a non-temporal store, which the
-    /// crash explorer tears in its 16-byte tearing modes.
-    pub fn store_u128_nt(&self, off: u64, v: u128) {
+    /// crash explorer tears in its 16-byte tearing modes. Panics if `off` is not
+    /// 16-aligned or the word is not in the region.
+    ///
+    /// # Safety
+    /// As for [`Pm::store_u128`]: no other thread may access any of the 16 bytes at
+    /// `off` while this call runs.
+    pub unsafe fn store_u128_nt(&self, off: u64, v: u128) {
         assert_eq!(off % 16, 0, "unaligned 16-byte store at {off}");
         let p = self.ptr(off, 16) as *mut u128;
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{__m128i, _mm_set_epi64x, _mm_stream_si128};
             // SAFETY: `p` is 16-aligned and in bounds (checked above); SSE2 is part of
-            // x86-64.
+            // x86-64; no other thread accesses the word meanwhile (the caller's
+            // contract).
             unsafe {
                 let x: __m128i = _mm_set_epi64x((v >> 64) as i64, v as i64);
                 _mm_stream_si128(p as *mut __m128i, x);
@@ -91,7 +108,8 @@ impl Pm {
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
-            // SAFETY: `p` is aligned and in bounds.
+            // SAFETY: `p` is aligned and in bounds; no other thread accesses the word
+            // meanwhile (the caller's contract).
             unsafe { std::ptr::write_volatile(p, v) };
             self.flush(off, 16);
         }
@@ -105,12 +123,18 @@ impl Pm {
     /// Stores the aligned 16-byte `v` at `off` the way `kind` says, durable at the
     /// next fence: [`Pm::store_u128_nt`], or [`Pm::store_u128`] and a flush of its
     /// line.
+    ///
+    /// # Safety
+    /// As for [`Pm::store_u128`]: no other thread may access any of the 16 bytes at
+    /// `off` while this call runs.
     #[inline]
-    pub fn store_u128_durable(&self, kind: Store16, off: u64, v: u128) {
+    pub unsafe fn store_u128_durable(&self, kind: Store16, off: u64, v: u128) {
         match kind {
-            Store16::NonTemporal => self.store_u128_nt(off, v),
+            // SAFETY: the same word and contract.
+            Store16::NonTemporal => unsafe { self.store_u128_nt(off, v) },
             Store16::Cached => {
-                self.store_u128(off, v);
+                // SAFETY: the same word and contract.
+                unsafe { self.store_u128(off, v) };
                 self.flush(off, 16);
             }
         }
@@ -125,11 +149,15 @@ impl Pm {
     /// latency profile's modeled cost of each (16 non-temporal bytes or one 64-byte
     /// line per fence) is added. Takes a few milliseconds.
     ///
-    /// Only for a quiescent region: every word at `offs` must be 16-aligned, zero,
-    /// and not in concurrent use (it is only ever rewritten with zero, so a crash
+    /// Only for a quiescent region: every word at `offs` must be 16-aligned (else
+    /// this panics) and zero (it is only ever rewritten with zero, so a crash
     /// meanwhile changes nothing). Bypasses the counters and the tracer. Without
     /// offsets, or off x86-64, returns [`Store16::Cached`].
-    pub fn calibrate_store16(&self, offs: &[u64]) -> Store16 {
+    ///
+    /// # Safety
+    /// No other thread may access any byte of the 16-byte words at `offs` while this
+    /// call runs.
+    pub unsafe fn calibrate_store16(&self, offs: &[u64]) -> Store16 {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{_mm_clflush, _mm_mfence, _mm_prefetch, _MM_HINT_T0};
@@ -156,8 +184,8 @@ impl Pm {
                     match kind {
                         Store16::NonTemporal => {
                             use std::arch::x86_64::{_mm_setzero_si128, _mm_stream_si128};
-                            // SAFETY: 16-aligned, in the mapping; the word is zero and
-                            // stays zero (the caller's contract).
+                            // SAFETY: 16-aligned, in the mapping; no other thread
+                            // accesses the word meanwhile (the caller's contract).
                             unsafe { _mm_stream_si128(p as *mut _, _mm_setzero_si128()) };
                         }
                         Store16::Cached => {
@@ -165,7 +193,8 @@ impl Pm {
                                 // SAFETY: a prefetch of a mapped address.
                                 unsafe { _mm_prefetch::<_MM_HINT_T0>(next as *const i8) };
                             }
-                            // SAFETY: as above; the same instruction as `store_u128`.
+                            // SAFETY: as above; the same instruction as `store_u128`
+                            // (AVX or cmpxchg16b checked here as there).
                             unsafe {
                                 if self.has_avx {
                                     store_u128_sse(p, 0)
@@ -273,10 +302,14 @@ mod tests {
         );
         let t = pm.thread_counters();
         // Over a non-zero value too (cmpxchg16b retries then; movdqa just stores).
-        pm.store_u128(128, a);
-        pm.store_u128(128, b);
-        pm.store_u128_nt(160, a);
-        pm.store_u128_nt(160, b);
+        // SAFETY: only this thread uses this test's region.
+        unsafe { pm.store_u128(128, a) };
+        // SAFETY: only this thread uses this test's region.
+        unsafe { pm.store_u128(128, b) };
+        // SAFETY: only this thread uses this test's region.
+        unsafe { pm.store_u128_nt(160, a) };
+        // SAFETY: only this thread uses this test's region.
+        unsafe { pm.store_u128_nt(160, b) };
         pm.fence();
         let d = pm.thread_counters().since(&t);
         assert_eq!(
@@ -285,7 +318,8 @@ mod tests {
         );
         for off in [128, 160] {
             let mut got = [0u8; 16];
-            pm.read(off, &mut got);
+            // SAFETY: only this thread uses this test's region.
+            unsafe { pm.read(off, &mut got) };
             assert_eq!(u128::from_le_bytes(got), b);
         }
         let kinds: Vec<_> = rec
@@ -309,10 +343,11 @@ mod tests {
 
     #[test]
     fn store16_calibration_picks_a_way_and_leaves_the_words_zero() {
-        let pm = Pm::anonymous(1 << 20).unwrap();
+        let mut pm = Pm::anonymous(1 << 20).unwrap();
         let offs: Vec<u64> = (0..64).map(|i| 4096 + i * 16).collect();
         let before = pm.thread_counters();
-        let kind = pm.calibrate_store16(&offs);
+        // SAFETY: only this thread uses this test's region.
+        let kind = unsafe { pm.calibrate_store16(&offs) };
         assert!(matches!(kind, Store16::NonTemporal | Store16::Cached));
         assert_eq!(pm.thread_counters(), before, "calibration is not counted");
         assert!(pm.to_vec().iter().all(|&b| b == 0));
@@ -322,10 +357,12 @@ mod tests {
             .enumerate()
         {
             let off = 8192 + i as u64 * 64;
-            pm.store_u128_durable(k, off, 0x1234_5678_9abc_def0_0fed_cba9_8765_4321);
+            // SAFETY: only this thread uses this test's region.
+            unsafe { pm.store_u128_durable(k, off, 0x1234_5678_9abc_def0_0fed_cba9_8765_4321) };
             pm.fence();
             let mut b = [0u8; 16];
-            pm.read(off, &mut b);
+            // SAFETY: only this thread uses this test's region.
+            unsafe { pm.read(off, &mut b) };
             assert_eq!(
                 u128::from_le_bytes(b),
                 0x1234_5678_9abc_def0_0fed_cba9_8765_4321
