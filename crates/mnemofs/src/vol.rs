@@ -1,7 +1,8 @@
 //! The engine's handle on its volume: every PM access of the engine goes through
 //! [`Vol`].
 //!
-//! `Vol` wraps the `pm` layer's region and re-exports its safe operations (8-byte
+//! `Vol` wraps the `pm` layer's [`Volume`] (one global offset space over its
+//! devices; one device today) and re-exports its safe operations (8-byte
 //! atomic loads and stores, flushes, fences, counters) through `Deref`. The byte-copy
 //! accessors (`read`, `write`, `write_nt`, `zero`) and the 16-byte stores are
 //! `unsafe` in `pm`: they copy shared memory that other threads of the engine may
@@ -18,25 +19,26 @@
 //! functions write it through a shared borrow, so they rely on the caller not using
 //! the region from another thread meanwhile, which the borrow alone does not prove.
 
-use pm::{Pm, Store16};
+use pm::{Pm, Store16, Volume};
 use std::ops::Deref;
 
-/// The engine's volume (one device today).
+/// The engine's volume (one device today; `pm::Volume` maps global offsets).
 #[repr(transparent)]
-pub(crate) struct Vol(Pm);
+pub(crate) struct Vol(Volume);
 
 impl Vol {
-    /// Takes over a mapped region.
+    /// Takes over a mapped region as a one-device volume.
     pub fn new(pm: Pm) -> Vol {
-        Vol(pm)
+        Vol(Volume::single(pm))
     }
 
     /// Views a borrowed region as a volume (formatting and checking a region the
     /// caller keeps).
     pub fn of(pm: &Pm) -> &Vol {
-        // SAFETY: `Vol` is `repr(transparent)` over `Pm`, so the two references have
-        // the same layout and validity; the lifetime is carried over.
-        unsafe { &*(pm as *const Pm as *const Vol) }
+        let v = Volume::of(pm);
+        // SAFETY: `Vol` is `repr(transparent)` over `Volume`, so the two references
+        // have the same layout and validity; the lifetime is carried over.
+        unsafe { &*(v as *const Volume as *const Vol) }
     }
 
     /// Copies `buf.len()` bytes at `off` into `buf`.
@@ -91,8 +93,8 @@ impl Vol {
 }
 
 impl Deref for Vol {
-    type Target = Pm;
-    fn deref(&self) -> &Pm {
+    type Target = Volume;
+    fn deref(&self) -> &Volume {
         &self.0
     }
 }

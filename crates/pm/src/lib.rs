@@ -20,6 +20,7 @@ mod lease;
 mod profile;
 mod region;
 mod trace;
+mod volume;
 
 pub use counters::{CounterSnapshot, Counters};
 pub use flush::FlushKind;
@@ -27,6 +28,7 @@ pub use lease::LeasePool;
 pub use profile::{PmProfile, SpinClock};
 pub use region::{MapMode, Pm, PmError, Store16};
 pub use trace::{Event, Marker, RecordingTracer, StoreKind, Tracer};
+pub use volume::Volume;
 
 /// Size of a CPU cache line; the unit of flushing and of the crash model.
 pub const CACHE_LINE: u64 = 64;
