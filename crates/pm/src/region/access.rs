@@ -50,22 +50,27 @@ impl Pm {
         }
     }
 
+    /// Size of the region in bytes.
     pub fn len(&self) -> u64 {
         self.len
     }
 
+    /// Whether the region has no bytes.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    /// The cache-line write-back instruction in use.
     pub fn flush_kind(&self) -> FlushKind {
         self.flush
     }
 
+    /// How the region is mapped.
     pub fn map_mode(&self) -> MapMode {
         self.mode
     }
 
+    /// Counters of all threads, summed.
     pub fn counters(&self) -> CounterSnapshot {
         self.counters.snapshot()
     }

@@ -26,24 +26,48 @@ use std::sync::Arc;
 /// Errors of the `pm` layer.
 #[derive(Debug, thiserror::Error)]
 pub enum PmError {
+    /// Opening, sizing or locking the image failed.
     #[error("{path}: {source}")]
     Io {
+        /// The image.
         path: PathBuf,
+        /// The system's error.
         #[source]
         source: std::io::Error,
     },
+    /// The image is smaller than asked for, or than one page.
     #[error("{path}: image is empty or too small to map ({len} bytes)")]
-    TooSmall { path: PathBuf, len: u64 },
+    TooSmall {
+        /// The image.
+        path: PathBuf,
+        /// Its size in bytes.
+        len: u64,
+    },
+    /// `mmap` refused.
     #[error("{path}: mmap failed: {source}")]
     Map {
+        /// The image (`<anonymous>` for anonymous memory).
         path: PathBuf,
+        /// The system's error.
         #[source]
         source: std::io::Error,
     },
+    /// Another process holds the image's exclusive lock.
     #[error("{path}: image is in use by another mnemofs process (already mounted?)")]
-    Busy { path: PathBuf },
+    Busy {
+        /// The image.
+        path: PathBuf,
+    },
+    /// `[off, off + len)` is not inside the region ([`Pm::check`]).
     #[error("PM access out of bounds: offset {off} length {len} in a region of {size} bytes")]
-    OutOfBounds { off: u64, len: u64, size: u64 },
+    OutOfBounds {
+        /// Start of the access.
+        off: u64,
+        /// Its length.
+        len: u64,
+        /// Size of the region.
+        size: u64,
+    },
 }
 
 /// How the region was mapped.

@@ -79,11 +79,13 @@ unsafe fn stream_copy(dst: *mut u8, src: *const u8, len: usize, avx: bool) {
     // SAFETY (every block below): the caller's contract; each store lies in
     // `dst[..len]` at the alignment its instruction needs, each load in `src[..len]`.
     if len >= 8 && !(dst as usize).is_multiple_of(16) {
+        // SAFETY: as stated above this block.
         unsafe { _mm_stream_si64(dst as *mut i64, (src as *const i64).read_unaligned()) };
         i = 8;
     }
     if avx {
         if len - i >= 16 && !(dst as usize + i).is_multiple_of(32) {
+            // SAFETY: as stated above this block.
             unsafe {
                 _mm_stream_si128(
                     dst.add(i) as *mut __m128i,
@@ -92,9 +94,11 @@ unsafe fn stream_copy(dst: *mut u8, src: *const u8, len: usize, avx: bool) {
             };
             i += 16;
         }
+        // SAFETY: as stated above this block.
         i += unsafe { stream_avx(dst.add(i), src.add(i), (len - i) / 32 * 32) };
     }
     while len - i >= 16 {
+        // SAFETY: as stated above this block.
         unsafe {
             _mm_stream_si128(
                 dst.add(i) as *mut __m128i,
@@ -104,6 +108,7 @@ unsafe fn stream_copy(dst: *mut u8, src: *const u8, len: usize, avx: bool) {
         i += 16;
     }
     if len - i >= 8 {
+        // SAFETY: as stated above this block.
         unsafe {
             _mm_stream_si64(
                 dst.add(i) as *mut i64,

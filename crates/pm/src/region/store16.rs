@@ -27,6 +27,7 @@ pub enum Store16 {
 }
 
 impl Store16 {
+    /// The way's name, for reports.
     pub fn name(self) -> &'static str {
         match self {
             Store16::NonTemporal => "non-temporal",
