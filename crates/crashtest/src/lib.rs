@@ -260,7 +260,7 @@ fn recover(img: &[u8], trace: bool) -> Result<(Fs, Vec<String>, Vec<Event>), Str
 }
 
 fn fsck(img: &[u8]) -> Result<(), String> {
-    let pm = Pm::anonymous(img.len() as u64).map_err(|e| e.to_string())?;
+    let mut pm = Pm::anonymous(img.len() as u64).map_err(|e| e.to_string())?;
     pm.load_image(img);
     let r = guarded(|| mnemofs::fsck::fsck_private(&pm))
         .map_err(|p| format!("fsck panicked: {p}"))?
@@ -298,7 +298,7 @@ fn diff(got: &[String], want: &[String]) -> String {
 
 /// The empty formatted image every workload starts from.
 fn base_image() -> Result<Vec<u8>, String> {
-    let pm = Pm::anonymous(IMAGE_SIZE).map_err(|e| e.to_string())?;
+    let mut pm = Pm::anonymous(IMAGE_SIZE).map_err(|e| e.to_string())?;
     mnemofs::mkfs_pm(
         &pm,
         &MkfsOptions {

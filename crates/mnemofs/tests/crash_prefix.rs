@@ -203,7 +203,7 @@ impl Replay {
 }
 
 fn recover(image: &[u8]) -> (Fs, Tree) {
-    let pm = Pm::anonymous(SIZE).unwrap();
+    let mut pm = Pm::anonymous(SIZE).unwrap();
     pm.load_image(image);
     let r = mnemofs::fsck::fsck_pm(&pm).unwrap();
     assert!(r.is_clean(), "fsck: {:?}", r.problems);
@@ -223,7 +223,7 @@ fn usable(fs: &Fs) {
 
 #[test]
 fn every_fence_of_every_operation_recovers_atomically() {
-    let base_pm = Pm::anonymous(SIZE).unwrap();
+    let mut base_pm = Pm::anonymous(SIZE).unwrap();
     mnemofs::mkfs_pm(
         &base_pm,
         &MkfsOptions {

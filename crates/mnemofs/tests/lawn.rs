@@ -461,7 +461,8 @@ fn a_run_in_another_sub_zone_than_its_page_is_written_back_at_mount() {
     let mut found = Vec::new();
     for i in 0..geo.zone_slots {
         let mut d = [0u8; 16];
-        pm.read(geo.desc_off(i), &mut d);
+        // SAFETY: the image is unmounted and this thread is the only one mapping it.
+        unsafe { pm.read(geo.desc_off(i), &mut d) };
         if d != [0u8; 16] {
             found.push((i, d));
         }
@@ -470,11 +471,15 @@ fn a_run_in_another_sub_zone_than_its_page_is_written_back_at_mount() {
     let (at, d) = found[0];
     let to = ((at / per + 1) % geo.cpus as u64) * per + 10;
     let mut slots = vec![0u8; 2 * geo.slot_size as usize];
-    pm.read(geo.slot_off(at), &mut slots);
+    // SAFETY: the image is unmounted and this thread is the only one mapping it.
+    unsafe { pm.read(geo.slot_off(at), &mut slots) };
     assert_eq!(slots[..128], b[..], "the run holds the slices");
-    pm.write(geo.slot_off(to), &slots);
-    pm.write(geo.desc_off(to), &d);
-    pm.write(geo.desc_off(at), &[0u8; 16]);
+    // SAFETY: the image is unmounted and this thread is the only one mapping it.
+    unsafe { pm.write(geo.slot_off(to), &slots) };
+    // SAFETY: the image is unmounted and this thread is the only one mapping it.
+    unsafe { pm.write(geo.desc_off(to), &d) };
+    // SAFETY: the image is unmounted and this thread is the only one mapping it.
+    unsafe { pm.write(geo.desc_off(at), &[0u8; 16]) };
     pm.persist(geo.slot_off(to), slots.len() as u64);
     pm.persist(geo.desc_off(at), 16);
     pm.persist(geo.desc_off(to), 16);
@@ -490,7 +495,8 @@ fn a_run_in_another_sub_zone_than_its_page_is_written_back_at_mount() {
     // Its descriptor is clear and the bytes are in the page itself.
     let pm = pm::Pm::open(&img.path, false).unwrap();
     let mut d = [0u8; 16];
-    pm.read(geo.desc_off(to), &mut d);
+    // SAFETY: the image is unmounted and this thread is the only one mapping it.
+    unsafe { pm.read(geo.desc_off(to), &mut d) };
     assert_eq!(d, [0u8; 16]);
     drop(pm);
     let fs = mount(&img, SmallWriteMode::Cow, false);

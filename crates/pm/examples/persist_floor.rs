@@ -36,7 +36,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Pre-fault: a DAX mapping has no page-cache zero-fill on first touch.
     let zero = vec![0u8; MIB as usize];
     for m in 0..len / MIB {
-        pm.write(m * MIB, &zero);
+        // SAFETY: this program has one thread, and the image is its own (a fresh file).
+        unsafe { pm.write(m * MIB, &zero) };
     }
     // Regions: file pages 0..256 MiB, fresh blocks 256..512 MiB, log 512..520, zone
     // slots 520..568, descriptors 568..576.
@@ -67,11 +68,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     "page-cow" => {
                         let old = file + (r % (256 * MIB / 4096)) * 4096;
                         let new = fresh + (xorshift(&mut seed) % (256 * MIB / 4096)) * 4096;
-                        pm.read(old, &mut page);
+                        // SAFETY: this program has one thread, and the image is its own (a fresh file).
+                        unsafe { pm.read(old, &mut page) };
                         page[(r % 32) as usize * 128..][..128].copy_from_slice(&data);
-                        pm.write_nt(new, &page);
+                        // SAFETY: this program has one thread, and the image is its own (a fresh file).
+                        unsafe { pm.write_nt(new, &page) };
                         let e = log + (i % (8 * MIB / 64)) * 64;
-                        pm.write(e, &data[..64]);
+                        // SAFETY: this program has one thread, and the image is its own (a fresh file).
+                        unsafe { pm.write(e, &data[..64]) };
                         pm.flush(e, 64);
                         pm.fence();
                         pm.store_u64(log, e);
@@ -91,28 +95,35 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                             pm.prefetch(d);
                         }
                         if scheme.ends_with("clwb") {
-                            pm.write(at, &data);
+                            // SAFETY: this program has one thread, and the image is its own (a fresh file).
+                            unsafe { pm.write(at, &data) };
                             pm.flush(at, 128);
                         } else {
-                            pm.write_nt(at, &data);
+                            // SAFETY: this program has one thread, and the image is its own (a fresh file).
+                            unsafe { pm.write_nt(at, &data) };
                         }
                         pm.fence();
                         if scheme.ends_with("nt") {
-                            pm.store_u128_nt(d, (i as u128) << 64 | 1);
+                            // SAFETY: this program has one thread, and the image is its own (a fresh file).
+                            unsafe { pm.store_u128_nt(d, (i as u128) << 64 | 1) };
                         } else {
-                            pm.store_u128(d, (i as u128) << 64 | 1);
+                            // SAFETY: this program has one thread, and the image is its own (a fresh file).
+                            unsafe { pm.store_u128(d, (i as u128) << 64 | 1) };
                             pm.flush(d, 16);
                         }
                         pm.fence();
                     }
                     _ => {
                         let rec = log + (i % (8 * MIB / 256)) * 256;
-                        pm.write(rec, &data);
-                        pm.write(rec + 128, &data[..64]);
+                        // SAFETY: this program has one thread, and the image is its own (a fresh file).
+                        unsafe { pm.write(rec, &data) };
+                        // SAFETY: this program has one thread, and the image is its own (a fresh file).
+                        unsafe { pm.write(rec + 128, &data[..64]) };
                         pm.flush(rec, 192);
                         pm.fence();
                         let at = file + (r % (256 * MIB / 128)) * 128;
-                        pm.write(at, &data);
+                        // SAFETY: this program has one thread, and the image is its own (a fresh file).
+                        unsafe { pm.write(at, &data) };
                         pm.flush(at, 128);
                         pm.fence();
                         pm.store_u64(rec, 0);

@@ -124,6 +124,7 @@ impl Default for Counters {
 }
 
 impl Counters {
+    /// All counters at zero.
     pub fn new() -> Self {
         Counters {
             slots: (0..=SLOTS)
@@ -138,12 +139,14 @@ impl Counters {
         (i, &self.slots[i])
     }
 
+    /// Counts `n` bytes stored (any kind) by the calling thread.
     #[inline]
     pub fn add_bytes(&self, n: u64) {
         let (i, s) = self.slot();
         bump(i, &s.bytes, n);
     }
 
+    /// Counts `n` bytes stored non-temporally (also counted as bytes stored).
     #[inline]
     pub fn add_nt_bytes(&self, n: u64) {
         let (i, s) = self.slot();
@@ -151,18 +154,21 @@ impl Counters {
         bump(i, &s.nt_bytes, n);
     }
 
+    /// Counts `n` cache-line write-backs.
     #[inline]
     pub fn add_flushes(&self, n: u64) {
         let (i, s) = self.slot();
         bump(i, &s.flushes, n);
     }
 
+    /// Counts one store fence.
     #[inline]
     pub fn add_fence(&self) {
         let (i, s) = self.slot();
         bump(i, &s.fences, 1);
     }
 
+    /// Counts `ns` nanoseconds of modeled PM latency charged.
     #[inline]
     pub fn add_delay(&self, ns: u64) {
         let (i, s) = self.slot();

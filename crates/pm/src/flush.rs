@@ -17,6 +17,7 @@ pub enum FlushKind {
 }
 
 impl FlushKind {
+    /// The instruction's name, for reports.
     pub fn name(self) -> &'static str {
         match self {
             FlushKind::Clwb => "clwb",

@@ -12,6 +12,7 @@ pub struct LeasePool {
 }
 
 impl LeasePool {
+    /// A pool with no index leased.
     pub const fn new() -> LeasePool {
         LeasePool {
             bits: AtomicU64::new(0),

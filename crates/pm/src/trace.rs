@@ -31,7 +31,9 @@ pub enum StoreKind {
 /// Operation boundaries, so a trace can be cut into operations.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Marker {
+    /// An operation (named) begins.
     OpBegin(String),
+    /// The operation (named) ends.
     OpEnd(String),
     /// The events that follow come from this thread (see [`thread_id`]); recorded
     /// whenever the recording thread changes, so a replay can tell which thread's
@@ -42,25 +44,36 @@ pub enum Marker {
 /// One recorded event.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
+    /// A store of `data` at offset `off`.
     Store {
+        /// Offset of the first byte stored.
         off: u64,
+        /// The bytes stored.
         data: Vec<u8>,
+        /// How they were stored.
         kind: StoreKind,
     },
+    /// A write-back of one cache line.
     Flush {
+        /// Offset of the line (64-byte aligned).
         line: u64,
     },
+    /// A store fence.
     Fence,
+    /// An operation marker.
     Marker(Marker),
 }
 
 /// Receives every PM event of a region. Called synchronously, in program order of the
 /// calling thread.
 pub trait Tracer: Send + Sync {
+    /// `data` was stored at offset `off` the way `kind` says.
     fn store(&self, off: u64, data: &[u8], kind: StoreKind);
     /// `line` is the byte offset of the flushed cache line (64-byte aligned).
     fn flush(&self, line: u64);
+    /// A store fence.
     fn fence(&self);
+    /// An operation marker.
     fn marker(&self, m: &Marker);
 }
 
@@ -73,6 +86,7 @@ pub struct RecordingTracer {
 }
 
 impl RecordingTracer {
+    /// An empty recorder.
     pub fn new() -> Self {
         Self::default()
     }

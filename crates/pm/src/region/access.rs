@@ -1,0 +1,408 @@
+//! Bounds, cached byte copies, aligned 8-byte words, write-back, fences, counters
+//! and the tracer calls.
+
+use super::{MapMode, Pm, PmError};
+use crate::counters::CounterSnapshot;
+use crate::flush::{flush_line, sfence, FlushKind};
+use crate::profile::{self, PmProfile, SpinClock};
+use crate::trace::{Marker, StoreKind, Tracer};
+use crate::CACHE_LINE;
+use std::sync::Arc;
+
+impl Pm {
+    /// Installs (or removes) the tracer that sees every later event.
+    pub fn set_tracer(&mut self, tracer: Option<Arc<dyn Tracer>>) {
+        self.tracer = tracer;
+    }
+
+    /// Sets the latency profile charged from now on (`PmProfile::DRAM`: none). See
+    /// the `profile` module for where each cost is charged.
+    pub fn set_profile(&mut self, p: PmProfile) {
+        self.profile = if p.is_free() {
+            None
+        } else {
+            Some((p, SpinClock::get()))
+        };
+        // Write-backs made before the profile was set are not charged to it.
+        let _ = profile::take_pending_write();
+    }
+
+    /// The latency profile in force.
+    pub fn profile(&self) -> PmProfile {
+        self.profile.map_or(PmProfile::DRAM, |(p, _)| p)
+    }
+
+    /// Charges the modeled cost of a read of `len` bytes.
+    #[inline]
+    pub(super) fn charge_read(&self, len: u64) {
+        if let Some((p, clock)) = &self.profile {
+            let ns = p.read_cost_ns(len);
+            clock.spin(ns);
+            self.counters.add_delay(ns);
+        }
+    }
+
+    /// Records `bytes` written back to PM, charged at the next fence.
+    #[inline]
+    pub(super) fn note_writeback(&self, bytes: u64) {
+        if self.profile.is_some() {
+            profile::add_pending_write(bytes);
+        }
+    }
+
+    /// Size of the region in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the region has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The cache-line write-back instruction in use.
+    pub fn flush_kind(&self) -> FlushKind {
+        self.flush
+    }
+
+    /// How the region is mapped.
+    pub fn map_mode(&self) -> MapMode {
+        self.mode
+    }
+
+    /// Counters of all threads, summed.
+    pub fn counters(&self) -> CounterSnapshot {
+        self.counters.snapshot()
+    }
+
+    /// Counters of the calling thread (exact even while other threads work).
+    pub fn thread_counters(&self) -> CounterSnapshot {
+        self.counters.this_thread()
+    }
+
+    /// Checks that `[off, off+len)` lies in the region.
+    #[inline]
+    pub fn check(&self, off: u64, len: u64) -> Result<(), PmError> {
+        match off.checked_add(len) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(PmError::OutOfBounds {
+                off,
+                len,
+                size: self.len,
+            }),
+        }
+    }
+
+    #[inline]
+    pub(super) fn ptr(&self, off: u64, len: u64) -> *mut u8 {
+        // Out-of-bounds access is an engine bug (the engine validates every offset it
+        // reads from PM with `check` first); stop rather than corrupt memory.
+        assert!(
+            off.checked_add(len).is_some_and(|e| e <= self.len),
+            "pm access out of bounds: off {off} len {len} size {}",
+            self.len
+        );
+        // SAFETY: bounds checked just above; `base` is a live mapping of `len` bytes.
+        unsafe { self.base.add(off as usize) }
+    }
+
+    /// Copies `buf.len()` bytes at `off` into `buf`. Panics if the range is not in
+    /// the region.
+    ///
+    /// # Safety
+    /// No other thread may write any byte of `[off, off + buf.len())` (through this
+    /// `Pm` or another mapping of the image in this process) while this call runs.
+    #[inline]
+    pub unsafe fn read(&self, off: u64, buf: &mut [u8]) {
+        let p = self.ptr(off, buf.len() as u64);
+        // SAFETY: `p` is valid for `buf.len()` bytes; PM and `buf` never overlap; no
+        // other thread writes these bytes meanwhile (the caller's contract), so the
+        // non-atomic copy does not race.
+        unsafe { std::ptr::copy_nonoverlapping(p, buf.as_mut_ptr(), buf.len()) };
+        self.charge_read(buf.len() as u64);
+    }
+
+    /// Atomic 8-byte load of the aligned word at `off`. Panics if `off` is not
+    /// 8-aligned or the word is not in the region.
+    #[inline]
+    pub fn read_u64(&self, off: u64) -> u64 {
+        assert_eq!(off % 8, 0, "unaligned 8-byte atomic load at {off}");
+        let p = self.ptr(off, 8) as *const std::sync::atomic::AtomicU64;
+        // SAFETY: aligned (`off` is 8-aligned, base is page-aligned) and in bounds; an
+        // atomic load races with nothing safe code can do (see "Access model").
+        let v = unsafe { (*p).load(std::sync::atomic::Ordering::Acquire) };
+        self.charge_read(8);
+        v
+    }
+
+    /// The little-endian `u32` at `off` (any alignment; a byte copy).
+    ///
+    /// # Safety
+    /// As for [`Pm::read`] over `[off, off + 4)`.
+    #[inline]
+    pub unsafe fn read_u32(&self, off: u64) -> u32 {
+        let mut b = [0u8; 4];
+        // SAFETY: the caller's contract is `read`'s over these 4 bytes.
+        unsafe { self.read(off, &mut b) };
+        u32::from_le_bytes(b)
+    }
+
+    /// Cached store of `data` at `off`. Durable only after `flush` + `fence`. Panics
+    /// if the range is not in the region.
+    ///
+    /// # Safety
+    /// No other thread may read or write any byte of `[off, off + data.len())`
+    /// (through this `Pm` or another mapping of the image in this process) while
+    /// this call runs.
+    #[inline]
+    pub unsafe fn write(&self, off: u64, data: &[u8]) {
+        let p = self.ptr(off, data.len() as u64);
+        // SAFETY: `p` is valid for `data.len()` bytes and does not overlap `data`; no
+        // other thread accesses these bytes meanwhile (the caller's contract).
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
+        self.counters.add_bytes(data.len() as u64);
+        if let Some(t) = &self.tracer {
+            t.store(off, data, StoreKind::Cached);
+        }
+    }
+
+    /// Stores `len` zero bytes at `off` (cached). Panics if the range is not in the
+    /// region.
+    ///
+    /// # Safety
+    /// As for [`Pm::write`] over `[off, off + len)`.
+    pub unsafe fn zero(&self, off: u64, len: u64) {
+        let p = self.ptr(off, len);
+        // SAFETY: `p` is valid for `len` bytes; no other thread accesses them meanwhile
+        // (the caller's contract).
+        unsafe { std::ptr::write_bytes(p, 0, len as usize) };
+        self.counters.add_bytes(len);
+        if let Some(t) = &self.tracer {
+            t.store(off, &vec![0u8; len as usize], StoreKind::Cached);
+        }
+    }
+
+    /// Hints the CPU to bring the cache line holding `off` in now, so that a later
+    /// access (an atomic store, a read) to it overlaps its miss with the work in
+    /// between. No effect on contents, persistence, counters or the PM cost model.
+    #[inline]
+    pub fn prefetch(&self, off: u64) {
+        let p = self.ptr(off, 1);
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `p` is inside the mapping; a prefetch never faults or writes.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = p;
+    }
+
+    /// Aligned 8-byte atomic store (never torn by a crash).
+    #[inline]
+    pub fn store_u64(&self, off: u64, v: u64) {
+        assert_eq!(off % 8, 0, "unaligned 8-byte atomic store at {off}");
+        let p = self.ptr(off, 8) as *const std::sync::atomic::AtomicU64;
+        // SAFETY: aligned, in bounds, and the mapping outlives the reference.
+        unsafe { (*p).store(v, std::sync::atomic::Ordering::Release) };
+        self.counters.add_bytes(8);
+        if let Some(t) = &self.tracer {
+            t.store(off, &v.to_le_bytes(), StoreKind::Atomic8);
+        }
+    }
+
+    /// Writes back every cache line overlapping `[off, off+len)`.
+    #[inline]
+    pub fn flush(&self, off: u64, len: u64) {
+        if len == 0 {
+            return;
+        }
+        let first = off & !(CACHE_LINE - 1);
+        let end = off + len;
+        let mut line = first;
+        let mut n = 0;
+        while line < end {
+            let p = self.ptr(line, 1);
+            // SAFETY: `p` is inside the mapping (bounds-checked by `ptr`).
+            unsafe { flush_line(self.flush, p) };
+            if let Some(t) = &self.tracer {
+                t.flush(line);
+            }
+            line += CACHE_LINE;
+            n += 1;
+        }
+        self.counters.add_flushes(n);
+        self.note_writeback(n * CACHE_LINE);
+    }
+
+    /// Store fence: everything flushed or stored non-temporally before it is durable
+    /// before anything stored after it.
+    #[inline]
+    pub fn fence(&self) {
+        sfence();
+        if let Some((p, clock)) = &self.profile {
+            // The fence waits for this thread's write-backs to reach PM.
+            let ns = p.persist_cost_ns(profile::take_pending_write());
+            clock.spin(ns);
+            self.counters.add_delay(ns);
+        }
+        self.counters.add_fence();
+        if let Some(t) = &self.tracer {
+            t.fence();
+        }
+    }
+
+    /// `flush` then `fence`.
+    #[inline]
+    pub fn persist(&self, off: u64, len: u64) {
+        self.flush(off, len);
+        self.fence();
+    }
+
+    /// Operation marker for tracers (no effect on PM).
+    pub fn marker(&self, m: Marker) {
+        if let Some(t) = &self.tracer {
+            t.marker(&m);
+        }
+    }
+
+    /// A copy of the whole region (for crash-state images and tests). Takes `&mut`:
+    /// no other thread can use the region meanwhile.
+    pub fn to_vec(&mut self) -> Vec<u8> {
+        let mut v = vec![0u8; self.len as usize];
+        // SAFETY: `&mut self` is exclusive, so no other thread writes the region.
+        unsafe { self.read(0, &mut v) };
+        v
+    }
+
+    /// Overwrites the region with `bytes` (uncounted, untraced: test setup only).
+    /// Takes `&mut`: no other thread can use the region meanwhile.
+    pub fn load_image(&mut self, bytes: &[u8]) {
+        let n = bytes.len().min(self.len as usize);
+        let p = self.ptr(0, n as u64);
+        // SAFETY: `p` valid for `n` bytes; source is a distinct allocation; `&mut
+        // self` is exclusive, so no other thread accesses the region.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), p, n) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::{Event, RecordingTracer};
+
+    #[test]
+    fn counters_count_exactly() {
+        let pm = Pm::anonymous(1 << 20).unwrap();
+        let before = pm.thread_counters();
+        // SAFETY: only this thread uses this test's region.
+        unsafe { pm.write(100, &[1u8; 100]) }; // lines 64..128..192..256 → 3 lines
+        pm.flush(100, 100);
+        pm.fence();
+        pm.store_u64(4096, 7);
+        pm.persist(4096, 8);
+        let d = pm.thread_counters().since(&before);
+        assert_eq!(d.bytes_written, 108);
+        assert_eq!(d.flushes, 3 + 1);
+        assert_eq!(d.fences, 2);
+        let mut b = [0u8; 4];
+        // SAFETY: only this thread uses this test's region.
+        unsafe { pm.read(100, &mut b) };
+        assert_eq!(b, [1; 4]);
+        assert_eq!(pm.read_u64(4096), 7);
+    }
+
+    #[test]
+    fn profile_charges_reads_and_persists_exactly() {
+        let mut pm = Pm::anonymous(1 << 20).unwrap();
+        assert_eq!(pm.profile(), PmProfile::DRAM);
+        let mut buf = [0u8; 4096];
+        // SAFETY: only this thread uses this test's region.
+        unsafe { pm.read(0, &mut buf) };
+        // SAFETY: only this thread uses this test's region.
+        unsafe { pm.write(0, &[1u8; 100]) };
+        pm.persist(0, 100);
+        assert_eq!(pm.thread_counters().modeled_delay_ns, 0);
+
+        pm.set_profile(PmProfile::OPTANE);
+        assert_eq!(pm.profile().name, "optane");
+        let t = pm.thread_counters();
+        // SAFETY: only this thread uses this test's region.
+        unsafe { pm.read(0, &mut buf) };
+        assert_eq!(pm.thread_counters().since(&t).modeled_delay_ns, 305 + 620);
+        let t = pm.thread_counters();
+        let _ = pm.read_u64(8);
+        assert_eq!(pm.thread_counters().since(&t).modeled_delay_ns, 305 + 1);
+        // Cached stores cost nothing until written back; the fence pays for the
+        // flushed lines (two lines: 128 B → 90 + 55 ns).
+        let t = pm.thread_counters();
+        // SAFETY: only this thread uses this test's region.
+        unsafe { pm.write(0, &[2u8; 100]) };
+        assert_eq!(pm.thread_counters().since(&t).modeled_delay_ns, 0);
+        pm.flush(0, 100);
+        assert_eq!(pm.thread_counters().since(&t).modeled_delay_ns, 0);
+        pm.fence();
+        assert_eq!(pm.thread_counters().since(&t).modeled_delay_ns, 90 + 55);
+        // A fence with nothing written back costs nothing.
+        let t = pm.thread_counters();
+        pm.fence();
+        assert_eq!(pm.thread_counters().since(&t).modeled_delay_ns, 0);
+        // Non-temporal page: 4096 B → 90 + 1780 ns.
+        let t = pm.thread_counters();
+        // SAFETY: only this thread uses this test's region.
+        unsafe { pm.write_nt(4096, &buf) };
+        pm.fence();
+        assert_eq!(pm.thread_counters().since(&t).modeled_delay_ns, 90 + 1780);
+
+        pm.set_profile(PmProfile::DRAM);
+        let t = pm.thread_counters();
+        // SAFETY: only this thread uses this test's region.
+        unsafe { pm.read(0, &mut buf) };
+        pm.persist(0, 64);
+        assert_eq!(pm.thread_counters().since(&t).modeled_delay_ns, 0);
+    }
+
+    #[test]
+    fn recording_tracer_sees_every_event_in_order() {
+        let mut pm = Pm::anonymous(1 << 16).unwrap();
+        let rec = Arc::new(RecordingTracer::new());
+        pm.set_tracer(Some(rec.clone()));
+        pm.marker(Marker::OpBegin("w".into()));
+        // SAFETY: only this thread uses this test's region.
+        unsafe { pm.write(0, b"abc") };
+        pm.flush(0, 3);
+        pm.fence();
+        // SAFETY: only this thread uses this test's region.
+        unsafe { pm.store_u128(64, 0x1122_3344_5566_7788_99aa_bbcc_ddee_ff00) };
+        pm.marker(Marker::OpEnd("w".into()));
+        let ev = rec.take();
+        assert_eq!(
+            ev,
+            vec![
+                Event::Marker(Marker::Thread(crate::trace::thread_id())),
+                Event::Marker(Marker::OpBegin("w".into())),
+                Event::Store {
+                    off: 0,
+                    data: b"abc".to_vec(),
+                    kind: StoreKind::Cached
+                },
+                Event::Flush { line: 0 },
+                Event::Fence,
+                Event::Store {
+                    off: 64,
+                    data: 0x1122_3344_5566_7788_99aa_bbcc_ddee_ff00u128
+                        .to_le_bytes()
+                        .to_vec(),
+                    kind: StoreKind::Atomic16
+                },
+                Event::Marker(Marker::OpEnd("w".into())),
+            ]
+        );
+        let mut b = [0u8; 16];
+        // SAFETY: only this thread uses this test's region.
+        unsafe { pm.read(64, &mut b) };
+        assert_eq!(
+            u128::from_le_bytes(b),
+            0x1122_3344_5566_7788_99aa_bbcc_ddee_ff00
+        );
+    }
+}

@@ -1,0 +1,280 @@
+//! Opening, creating and mapping regions; populating and syncing them; private
+//! copies.
+
+use super::{has_avx, has_cx16, MapMode, Pm, PmError};
+use crate::counters::Counters;
+use crate::flush::FlushKind;
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+fn io_err(path: &Path, source: std::io::Error) -> PmError {
+    PmError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+impl Pm {
+    /// Opens an existing image (or DAX device/file) and maps it whole. With `lock`, takes
+    /// an exclusive `flock` so a second mount of the same image is refused.
+    pub fn open(path: &Path, lock: bool) -> Result<Pm, PmError> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| io_err(path, e))?;
+        if lock {
+            // SAFETY: flock on a valid, open file descriptor.
+            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            if rc != 0 {
+                let e = std::io::Error::last_os_error();
+                if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                    return Err(PmError::Busy {
+                        path: path.to_path_buf(),
+                    });
+                }
+                return Err(io_err(path, e));
+            }
+        }
+        let len = region_len(&file).map_err(|e| io_err(path, e))?;
+        if len < 4096 {
+            return Err(PmError::TooSmall {
+                path: path.to_path_buf(),
+                len,
+            });
+        }
+        Self::map(path, file, len)
+    }
+
+    /// Creates (or truncates to) an image file of `len` bytes and maps it.
+    pub fn create(path: &Path, len: u64) -> Result<Pm, PmError> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| io_err(path, e))?;
+        let meta = file.metadata().map_err(|e| io_err(path, e))?;
+        if meta.file_type().is_file() {
+            file.set_len(len).map_err(|e| io_err(path, e))?;
+        }
+        let have = region_len(&file).map_err(|e| io_err(path, e))?;
+        if have < len {
+            return Err(PmError::TooSmall {
+                path: path.to_path_buf(),
+                len: have,
+            });
+        }
+        Self::map(path, file, len)
+    }
+
+    /// Anonymous zeroed memory of `len` bytes (tests, crash-state copies).
+    pub fn anonymous(len: u64) -> Result<Pm, PmError> {
+        let path = PathBuf::from("<anonymous>");
+        // SAFETY: anonymous private mapping; no file descriptor involved.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(PmError::Map {
+                path,
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        Ok(Self::from_raw(p as *mut u8, len, MapMode::Anonymous, None))
+    }
+
+    pub(super) fn from_raw(base: *mut u8, len: u64, mode: MapMode, file: Option<File>) -> Pm {
+        Pm {
+            base,
+            len,
+            flush: FlushKind::detect(),
+            mode,
+            counters: Counters::new(),
+            tracer: None,
+            has_cx16: has_cx16(),
+            has_avx: has_avx(),
+            profile: None,
+            _file: file,
+        }
+    }
+
+    fn map(path: &Path, file: File, len: u64) -> Result<Pm, PmError> {
+        let fd = file.as_raw_fd();
+        // First try a synchronous DAX mapping; the kernel refuses it (EOPNOTSUPP or
+        // EINVAL) for files that are not on a DAX file system, e.g. /dev/shm.
+        // SAFETY: mapping a valid fd for `len` bytes; the result is checked.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC,
+                fd,
+                0,
+            )
+        };
+        if p != libc::MAP_FAILED {
+            return Ok(Self::from_raw(p as *mut u8, len, MapMode::Sync, Some(file)));
+        }
+        // SAFETY: as above, plain shared mapping.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(PmError::Map {
+                path: path.to_path_buf(),
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        Ok(Self::from_raw(
+            p as *mut u8,
+            len,
+            MapMode::Shared,
+            Some(file),
+        ))
+    }
+
+    /// Maps in the pages of `[off, off + len)` now, writable, so that the first store
+    /// to each does not take a page fault later (on an image in /dev/shm a first
+    /// touch also allocates and zero-fills the page). Contents do not change. A hint:
+    /// where the kernel lacks `MADV_POPULATE_WRITE` (before 5.14) nothing happens.
+    pub fn populate(&self, off: u64, len: u64) {
+        if len == 0 {
+            return;
+        }
+        // SAFETY: sysconf has no preconditions.
+        let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+            p if p > 0 => p as u64,
+            _ => 4096,
+        };
+        let start = off / page * page;
+        let end = off.saturating_add(len).min(self.len);
+        let p = self.ptr(start, end - start);
+        #[cfg(target_os = "linux")]
+        // SAFETY: `[p, p + (end - start))` lies inside our mapping and starts on a page
+        // boundary (the mapping is page-aligned); MADV_POPULATE_WRITE only faults the
+        // pages in and never changes their contents.
+        unsafe {
+            libc::madvise(
+                p as *mut libc::c_void,
+                (end - start) as usize,
+                libc::MADV_POPULATE_WRITE,
+            );
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = p;
+    }
+
+    /// A private anonymous copy of the whole region (fsck and the crash explorer work
+    /// on copies so that recovery never changes the original).
+    ///
+    /// Safe on a shared region: the source is read with relaxed atomic loads of its
+    /// aligned 8-byte words (and of single bytes for a tail shorter than a word), so
+    /// it races with nothing safe code can do. A word changed meanwhile is copied
+    /// either old or new; the copy is only consistent if nobody writes the region
+    /// meanwhile (`Pm::open(path, true)` keeps other mnemofs processes out).
+    pub fn clone_anonymous(&self) -> Result<Pm, PmError> {
+        use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+        let copy = Pm::anonymous(self.len)?;
+        let src = self.ptr(0, self.len);
+        let dst = copy.ptr(0, self.len);
+        let words = (self.len / 8) as usize;
+        for i in 0..words {
+            // SAFETY: word `i` lies in both mappings (each `len` bytes, page-aligned,
+            // so the word is 8-aligned); `copy` is not shared yet; the source is read
+            // atomically (see above).
+            unsafe {
+                let w = (*(src as *const AtomicU64).add(i)).load(Ordering::Relaxed);
+                (dst as *mut u64).add(i).write(w);
+            }
+        }
+        for i in words * 8..self.len as usize {
+            // SAFETY: byte `i` lies in both mappings; as above.
+            unsafe {
+                let b = (*(src as *const AtomicU8).add(i)).load(Ordering::Relaxed);
+                dst.add(i).write(b);
+            }
+        }
+        Ok(copy)
+    }
+
+    /// msync the mapping (for file images: pushes pages to the file; used at unmount).
+    pub fn sync_to_file(&self) {
+        if self.mode == MapMode::Anonymous {
+            return;
+        }
+        // SAFETY: msync over exactly our mapping.
+        unsafe {
+            libc::msync(
+                self.base as *mut libc::c_void,
+                self.len as usize,
+                libc::MS_SYNC,
+            );
+        }
+    }
+}
+
+fn region_len(file: &File) -> std::io::Result<u64> {
+    let meta = file.metadata()?;
+    if meta.file_type().is_file() {
+        return Ok(meta.len());
+    }
+    // A device: ask for its size by seeking to the end.
+    use std::io::{Seek, SeekFrom};
+    let mut f = file.try_clone()?;
+    f.seek(SeekFrom::End(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_image_roundtrip_and_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("img");
+        {
+            let pm = Pm::create(&path, 1 << 20).unwrap();
+            // SAFETY: only this thread uses this test's region.
+            unsafe { pm.write(10, b"hello") };
+            pm.persist(10, 5);
+        }
+        let pm = Pm::open(&path, true).unwrap();
+        let mut b = [0u8; 5];
+        // SAFETY: only this thread uses this test's region.
+        unsafe { pm.read(10, &mut b) };
+        assert_eq!(&b, b"hello");
+        assert!(matches!(Pm::open(&path, true), Err(PmError::Busy { .. })));
+        assert!(pm.check(1 << 20, 1).is_err());
+        assert!(pm.check(0, 1 << 20).is_ok());
+    }
+
+    #[test]
+    fn missing_and_empty_images_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            Pm::open(&dir.path().join("nope"), false),
+            Err(PmError::Io { .. })
+        ));
+        let p = dir.path().join("empty");
+        std::fs::write(&p, b"").unwrap();
+        assert!(matches!(Pm::open(&p, false), Err(PmError::TooSmall { .. })));
+    }
+}

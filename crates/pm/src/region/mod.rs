@@ -1,0 +1,140 @@
+//! A mapped PM region ([`Pm`]): the type, its ownership of the mapping, and the CPU
+//! features its stores depend on.
+//!
+//! - [`map`]: opening, creating and mapping regions, populating and syncing them,
+//!   private copies.
+//! - [`access`]: bounds, cached byte copies, aligned 8-byte words, write-back,
+//!   fences, counters and the tracer calls.
+//! - [`nt`]: the non-temporal streaming copy.
+//! - [`store16`]: aligned 16-byte stores and their calibration.
+
+mod access;
+mod map;
+mod nt;
+mod store16;
+
+pub use store16::Store16;
+
+use crate::counters::Counters;
+use crate::flush::FlushKind;
+use crate::profile::{PmProfile, SpinClock};
+use crate::trace::Tracer;
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Errors of the `pm` layer.
+#[derive(Debug, thiserror::Error)]
+pub enum PmError {
+    /// Opening, sizing or locking the image failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The image.
+        path: PathBuf,
+        /// The system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The image is smaller than asked for, or than one page.
+    #[error("{path}: image is empty or too small to map ({len} bytes)")]
+    TooSmall {
+        /// The image.
+        path: PathBuf,
+        /// Its size in bytes.
+        len: u64,
+    },
+    /// `mmap` refused.
+    #[error("{path}: mmap failed: {source}")]
+    Map {
+        /// The image (`<anonymous>` for anonymous memory).
+        path: PathBuf,
+        /// The system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Another process holds the image's exclusive lock.
+    #[error("{path}: image is in use by another mnemofs process (already mounted?)")]
+    Busy {
+        /// The image.
+        path: PathBuf,
+    },
+    /// `[off, off + len)` is not inside the region ([`Pm::check`]).
+    #[error("PM access out of bounds: offset {off} length {len} in a region of {size} bytes")]
+    OutOfBounds {
+        /// Start of the access.
+        off: u64,
+        /// Its length.
+        len: u64,
+        /// Size of the region.
+        size: u64,
+    },
+}
+
+/// How the region was mapped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MapMode {
+    /// `MAP_SHARED_VALIDATE | MAP_SYNC`: a DAX mapping where flushed lines are durable.
+    Sync,
+    /// `MAP_SHARED`: a file image (e.g. on /dev/shm) emulating PM.
+    Shared,
+    /// Anonymous memory (tests, crash explorer copies).
+    Anonymous,
+}
+
+/// A mapped PM region.
+pub struct Pm {
+    base: *mut u8,
+    len: u64,
+    flush: FlushKind,
+    mode: MapMode,
+    counters: Counters,
+    tracer: Option<Arc<dyn Tracer>>,
+    has_cx16: bool,
+    /// AVX present: an aligned 16-byte SSE store is single-copy atomic.
+    has_avx: bool,
+    /// Latency profile charged on reads and persists; `None` for `dram` (no cost,
+    /// no work on the hot paths).
+    profile: Option<(PmProfile, &'static SpinClock)>,
+    _file: Option<File>,
+}
+
+// SAFETY: `Pm` owns its mapping (unmapped only by `Drop`), its file, its counters
+// (atomics) and its tracer (`Send + Sync`); nothing in it is tied to a thread.
+unsafe impl Send for Pm {}
+// SAFETY: every `&self` method is either free of memory accesses to the region
+// (bounds, counters, flush, fence, prefetch, populate, msync), or accesses it only with
+// aligned atomic 8-byte loads and stores (`read_u64`, `store_u64`, the copy of
+// `clone_anonymous`), which cannot race with each other; every `&self` method that
+// copies bytes non-atomically or stores 16 bytes is `unsafe`, and its contract makes
+// its caller keep every other thread off those bytes meanwhile. See "Access model" in
+// the crate documentation.
+unsafe impl Sync for Pm {}
+
+impl Drop for Pm {
+    fn drop(&mut self) {
+        // SAFETY: `base`/`len` are exactly what mmap returned in `map`.
+        unsafe {
+            libc::munmap(self.base as *mut libc::c_void, self.len as usize);
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn has_cx16() -> bool {
+    std::arch::is_x86_feature_detected!("cmpxchg16b")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn has_cx16() -> bool {
+    false
+}
+
+#[cfg(target_arch = "x86_64")]
+fn has_avx() -> bool {
+    std::arch::is_x86_feature_detected!("avx")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn has_avx() -> bool {
+    false
+}
