@@ -5,10 +5,13 @@
 //! page's data lock like a writer, so readers and writers never see a half-moved
 //! slice; writers never wait for it (a full sub-zone makes them take page CoW).
 
-use super::{LawnCore, HIGH_WATER_PCT, LOW_WATER_PCT};
+use super::*;
+use crate::format::BLOCK;
 use crate::vol::Vol;
 use std::sync::atomic::Ordering;
+use std::sync::Weak;
 use std::time::Duration;
+use zone::{RunInfo, SubZone};
 
 /// Runs taken from the LRU list per round.
 const BATCH: usize = 32;
@@ -43,6 +46,97 @@ pub(crate) fn run(core: &LawnCore, pm: &Vol) {
             }
             if core.stop.load(Ordering::Acquire) {
                 return;
+            }
+        }
+    }
+}
+
+impl LawnCore {
+    /// Writes runs of one page back to its block in the file and clears their
+    /// descriptors. Changes no file contents; the caller holds the page's data lock
+    /// (write) and `z`, the page's sub-zone.
+    pub fn writeback_locked(&self, pm: &Vol, z: &mut SubZone, runs: &[RunInfo]) {
+        self.copy_back(pm, runs);
+        self.forget(z, runs);
+    }
+
+    /// The PM half of a write-back: the runs' slots into the file page in place,
+    /// fence, their descriptors cleared, fence. Needs the page's data lock (write),
+    /// which keeps every other user of these runs out, but not the sub-zone lock.
+    pub(super) fn copy_back(&self, pm: &Vol, runs: &[RunInfo]) {
+        if runs.is_empty() {
+            return;
+        }
+        let s = self.slot_size();
+        let mut buf = [0u8; SMALL_BUF];
+        let mut big = Vec::new();
+        for r in runs {
+            let b = scratch(&mut buf, &mut big, (r.desc.count as u64 * s) as usize);
+            pm.read(self.geo.slot_off(r.slot), b);
+            pm.write_nt(r.desc.block * BLOCK + r.desc.first as u64 * s, b);
+        }
+        // Fence: the file holds the zone copies before their descriptors go.
+        pm.fence();
+        for r in runs {
+            let off = self.geo.desc_off(r.slot);
+            descriptor::store(pm, self.desc_store, off, 0);
+        }
+        // Fence: the descriptors are clear on PM before their slots are reused.
+        pm.fence();
+    }
+
+    /// The DRAM half: forgets written-back runs and frees their slots.
+    pub(super) fn forget(&self, z: &mut SubZone, runs: &[RunInfo]) {
+        for r in runs {
+            if z.remove(r.desc.ino, r.desc.pgoff, r.desc.first).is_some() {
+                self.counters.writebacks.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Writes back every run of sub-zone `sub` whose page can be locked (used by
+    /// the thread and by [`Lawn::writeback_all`]); `until_free` stops once that many
+    /// slots are free in the sub-zone. Returns the runs written back.
+    pub fn writeback_sub(&self, pm: &Vol, sub: usize, until_free: u64, batch: usize) -> u64 {
+        let mut done = 0;
+        loop {
+            let victims = {
+                let mut z = self.subs[sub].lock();
+                if z.free_slots() >= until_free {
+                    return done;
+                }
+                z.lru_oldest(batch)
+            };
+            if victims.is_empty() {
+                return done;
+            }
+            let mut progress = false;
+            for v in victims {
+                let inode = self.handles.lock().get(&v.desc.ino).and_then(Weak::upgrade);
+                // (A dead inode's number may already name a newer inode.)
+                let Some(inode) = inode.filter(|i| !i.index.dead()) else {
+                    continue;
+                };
+                let pg = v.desc.pgoff;
+                let _w = inode.data.write(pg * BLOCK, (pg + 1) * BLOCK);
+                let runs = {
+                    let z = self.subs[sub].lock();
+                    // Still the same run? (The page may have been rewritten meanwhile.)
+                    if z.get(v.desc.ino, pg, v.desc.first) != Some(v) {
+                        continue;
+                    }
+                    z.page_runs(v.desc.ino, pg)
+                };
+                // The PM work runs without the sub-zone lock, so writers of other
+                // pages of this sub-zone do not wait for it; the page's lock keeps
+                // this page's runs as they are until they are forgotten.
+                self.copy_back(pm, &runs);
+                self.forget(&mut self.subs[sub].lock(), &runs);
+                done += runs.len() as u64;
+                progress = true;
+            }
+            if !progress {
+                return done;
             }
         }
     }

@@ -1,0 +1,120 @@
+//! LAWN's shared state: the DRAM sub-zones, the lock-free page-table hints that
+//! writers prefetch through, the flags and counters the write-back thread shares.
+
+use crate::format::{Geometry, BLOCK};
+use crate::inode::Inode;
+use crate::types::Ino;
+use crossbeam_utils::CachePadded;
+use parking_lot::{Condvar, Mutex};
+use pm::Store16;
+use spin::SpinMutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Weak;
+use zone::SubZone;
+
+use super::*;
+
+/// LAWN's counters (exact; reported in `FsStats`; zone and in-place writes are
+/// counted in their sub-zone, under its lock). On its own cache line: the write-back
+/// thread bumps `writebacks` (writers too, when they write back a partly overlapped
+/// run) while writers bump the data plane's counters.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub writebacks: CachePadded<AtomicU64>,
+}
+
+/// Where a sub-zone's page table lies, published for lock-free prefetching: a
+/// writer prefetches its page's entry before it takes any lock, so that the miss
+/// overlaps the range lock's and the page index's. A stale value (the table grew
+/// meanwhile) only makes the prefetch useless: a prefetch never faults.
+#[derive(Default)]
+pub(crate) struct TableHint {
+    base: AtomicUsize,
+    mask: AtomicUsize,
+}
+
+/// Everything the write-back thread shares with the file system.
+pub(crate) struct LawnCore {
+    pub geo: Geometry,
+    pub subs: Vec<SpinMutex<SubZone>>,
+    /// Inodes that may have runs (the write-back thread locks their pages).
+    pub handles: Mutex<HashMap<Ino, Weak<Inode>>>,
+    /// False only when no sub-zone holds a run (lets reads and block frees skip the
+    /// zone). Set by a writer under its sub-zone lock before its run exists; cleared
+    /// under every sub-zone lock once all are empty. A flag rather than a count: a
+    /// count is written by the writer and the write-back thread on every run, and
+    /// its cache line would bounce between them.
+    pub may_hold: CachePadded<AtomicBool>,
+    pub counters: Counters,
+    /// Per sub-zone: where its page table lies (see [`TableHint`]).
+    pub hints: Vec<CachePadded<TableHint>>,
+    pub wake: Mutex<bool>,
+    pub wake_cv: Condvar,
+    /// A writer has woken the write-back thread and it has not started its pass
+    /// yet: later writers that find their sub-zone low need not wake it again
+    /// (a wake-up is a mutex and, when the thread sleeps, a futex call).
+    pub kicked: CachePadded<AtomicBool>,
+    pub stop: AtomicBool,
+    /// How descriptors are stored (chosen at mount, see [`Lawn::new`]).
+    pub desc_store: Store16,
+}
+
+impl TableHint {
+    /// Publishes where `z`'s page table lies now (a store only when it moved).
+    pub(super) fn publish(&self, z: &SubZone) {
+        let (base, mask) = z.table_hint();
+        // (Both: a grown table may be allocated where an older one was freed.)
+        if self.base.load(Ordering::Relaxed) != base || self.mask.load(Ordering::Relaxed) != mask {
+            self.base.store(base, Ordering::Relaxed);
+            self.mask.store(mask, Ordering::Relaxed);
+        }
+    }
+}
+
+impl LawnCore {
+    /// Starts loading, without a lock (see [`TableHint`]), the sub-zone page-table
+    /// entry of the page holding file offset `off` of `ino` into the CPU cache: both
+    /// of its cache lines (key, masks, inline run slots) and the next entry's first
+    /// line (where a probe goes next).
+    #[inline]
+    pub fn prefetch(&self, ino: Ino, off: u64) {
+        let pgoff = off / BLOCK;
+        if let Some(h) = self.hints.get(self.sub_of(ino, pgoff)) {
+            let (base, mask) = (
+                h.base.load(Ordering::Relaxed),
+                h.mask.load(Ordering::Relaxed),
+            );
+            if let Some(a) = SubZone::table_entry_addr(base, mask, ino, pgoff) {
+                crate::index::prefetch_addr(a);
+                crate::index::prefetch_addr(a + 64);
+                crate::index::prefetch_addr(a + 128);
+            }
+        }
+    }
+
+    /// Clears `may_hold` if no sub-zone holds a run (under every sub-zone lock, so
+    /// no writer can be recording a run meanwhile).
+    pub(super) fn clear_if_empty(&self) {
+        let guards: Vec<_> = self.subs.iter().map(|z| z.lock()).collect();
+        if guards.iter().all(|z| z.runs() == 0) {
+            self.may_hold.store(false, Ordering::Release);
+        }
+    }
+
+    /// The sub-zone of page `pgoff` of `ino` (docs/FORMAT.md §2.9).
+    #[inline]
+    pub fn sub_of(&self, ino: Ino, pgoff: u64) -> usize {
+        self.geo.lawn_sub(ino, pgoff) as usize
+    }
+
+    pub(super) fn slot_size(&self) -> u64 {
+        self.geo.slot_size as u64
+    }
+
+    /// Wakes the write-back thread.
+    pub fn kick(&self) {
+        *self.wake.lock() = true;
+        self.wake_cv.notify_one();
+    }
+}
