@@ -6,6 +6,7 @@
 //! [`Store`] (volume, space, journals, log commit). `mkfs` is in `mkfs.rs`, the
 //! recovery pipeline mount runs in `recovery`.
 
+use crate::addr::{BlockNo, PmOff};
 use crate::api::FileSystem;
 use crate::data::{finelog::Finelog, lawn::Lawn, DataPlane, SmallWrite};
 use crate::error::Result;
@@ -125,8 +126,8 @@ impl Fs {
             // Fence: the saved free list is durable before the state word that says
             // it may be trusted.
             s.vol.fence();
-            s.vol.store_u64(SB_STATE_OFF, STATE_CLEAN);
-            s.vol.flush(SB_STATE_OFF, 8);
+            s.vol.store_u64(PmOff::ZERO + SB_STATE_OFF, STATE_CLEAN);
+            s.vol.flush(PmOff::ZERO + SB_STATE_OFF, 8);
             // Fence: the clean state is durable before unmount returns.
             s.vol.fence();
         }
@@ -337,7 +338,7 @@ impl Fs {
         let sw = self.data.stats();
         let lawn_mode = matches!(self.data.small(), SmallWrite::Lawn(_));
         FsStats {
-            size_bytes: s.geo.total_blocks * BLOCK,
+            size_bytes: BlockNo(s.geo.total_blocks).off().get(),
             block_size: BLOCK as u32,
             total_blocks: s.geo.total_blocks,
             data_blocks: s.geo.data_blocks(),

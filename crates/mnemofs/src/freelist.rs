@@ -1,12 +1,13 @@
 //! The free list saved on PM at a clean unmount (docs/FORMAT.md): written by
 //! unmount and mkfs, read by the next mount instead of a scan.
 
-use crate::format::{get_u64, Geometry, BLOCK, FREELIST_EXT_OFF, FREELIST_MAGIC};
+use crate::addr::BlockNo;
+use crate::format::{get_u64, Geometry, FREELIST_EXT_OFF, FREELIST_MAGIC};
 use crate::space::Run;
 use crate::vol::Vol;
 /// The free list saved at the last clean unmount, if intact.
 pub(crate) fn read_saved_freelist(pm: &Vol, geo: &Geometry) -> Option<Vec<Run>> {
-    let base = geo.freelist_start * BLOCK;
+    let base = BlockNo(geo.freelist_start).off();
     if pm.read_u64(base) != FREELIST_MAGIC {
         return None;
     }
@@ -38,7 +39,7 @@ pub(crate) fn save_freelist(pm: &Vol, geo: &Geometry, runs: &[Run]) -> bool {
     if runs.len() > crate::format::freelist_capacity(geo) {
         return false;
     }
-    let base = geo.freelist_start * BLOCK;
+    let base = BlockNo(geo.freelist_start).off();
     let mut bytes = vec![0u8; runs.len() * 16];
     for (i, &(s, l)) in runs.iter().enumerate() {
         crate::format::put_u64(&mut bytes, i * 16, s);

@@ -6,10 +6,11 @@
 //! words), activates, writes the new values, and retires. Recovery undoes an active
 //! journal, so either every tail moves or none does.
 
+use crate::addr::{BlockNo, PmOff};
 use crate::bugs::{self, Bug};
 use crate::error::{FsError, Result};
 use crate::format::{
-    get_u64, journal_word, parse_journal_word, put_u64, Geometry, BLOCK, JOURNAL_ACTIVE_OFF,
+    get_u64, journal_word, parse_journal_word, put_u64, Geometry, JOURNAL_ACTIVE_OFF,
     JOURNAL_MAX_RECS, JOURNAL_REC_OFF,
 };
 use crate::vol::Vol;
@@ -17,7 +18,7 @@ use parking_lot::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub(crate) struct Journals {
-    slots: Vec<Mutex<u64>>,
+    slots: Vec<Mutex<PmOff>>,
     next: AtomicUsize,
 }
 
@@ -34,7 +35,7 @@ impl Journals {
     /// Atomically replaces each `(offset, new)` word. `offset`s must be distinct and
     /// 8-byte aligned. Every log entry the words make visible must already be flushed;
     /// the first fence here orders those entries before the new words.
-    pub fn run(&self, pm: &Vol, words: &[(u64, u64)]) -> Result<()> {
+    pub fn run(&self, pm: &Vol, words: &[(PmOff, u64)]) -> Result<()> {
         if words.len() > JOURNAL_MAX_RECS {
             return Err(FsError::Invalid("transaction too large for the journal"));
         }
@@ -62,7 +63,7 @@ impl Journals {
 
         let mut recs = vec![0u8; words.len() * 16];
         for (i, &(off, _)) in words.iter().enumerate() {
-            put_u64(&mut recs, i * 16, off);
+            put_u64(&mut recs, i * 16, off.get());
             put_u64(&mut recs, i * 16 + 8, pm.read_u64(off));
         }
         pm.write(base + JOURNAL_REC_OFF, &recs);
@@ -122,10 +123,12 @@ pub(crate) fn recover(
     for i in 0..n {
         let off = get_u64(&recs, i * 16);
         let old = get_u64(&recs, i * 16 + 8);
-        if !off.is_multiple_of(8) || off + 8 > geo.total_blocks * BLOCK || !valid_word(off) {
+        let end = BlockNo(geo.total_blocks).off().get();
+        if !off.is_multiple_of(8) || off.checked_add(8).is_none_or(|e| e > end) || !valid_word(off)
+        {
             return Err(format!("journal {cpu}: record {i} names offset {off:#x}"));
         }
-        undo.push((off, old));
+        undo.push((PmOff(off), old));
     }
     for &(off, old) in undo.iter().rev() {
         pm.store_u64(off, old);

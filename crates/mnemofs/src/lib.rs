@@ -17,6 +17,7 @@
 //!
 //! All PM access goes through the `pm` crate.
 
+pub mod addr;
 pub mod api;
 #[doc(hidden)]
 pub mod bugs;

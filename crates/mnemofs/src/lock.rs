@@ -21,6 +21,7 @@ mod segment;
 #[cfg(test)]
 pub(crate) use segment::model as segment_model;
 
+use crate::addr::{page_of, page_start};
 use crate::format::BLOCK;
 use crate::types::LockMode;
 use crossbeam_utils::CachePadded;
@@ -119,7 +120,7 @@ impl Drop for RangeGuard<'_> {
 
 /// Widens `[start, end)` to whole pages (`end == u64::MAX` stays unbounded).
 fn pages(start: u64, end: u64) -> (u64, u64) {
-    let s = start / BLOCK * BLOCK;
+    let s = page_start(page_of(start));
     let e = if end == u64::MAX {
         u64::MAX
     } else {

@@ -44,6 +44,7 @@
 //! per gap); *thorough GC* (in `fs`) rewrites the live state into a fresh chain and
 //! switches head and tail through the journal.
 
+use crate::addr::{BlockNo, PmOff};
 use crate::error::Result;
 use crate::format::{
     commit_word, follower_word, Entry, BLOCK, INO_HEAD_OFF, INO_TAIL_OFF, LOG_DATA, LOG_MAGIC,
@@ -105,8 +106,8 @@ impl Staged {
     pub fn abandon(self, pm: &Vol, space: &Space) {
         let (from, to) = self.dirty;
         if to > from {
-            pm.zero(from, to - from);
-            pm.flush(from, to - from);
+            pm.zero(PmOff(from), to - from);
+            pm.flush(PmOff(from), to - from);
         }
         for p in self.new_pages {
             space.free_run(p, 1);
@@ -129,8 +130,8 @@ pub(crate) fn write_reserved(pm: &Vol, r: &Reservation, entries: &[Entry]) -> u6
             let w = follower_word(&body);
             body[0..8].copy_from_slice(&w.to_le_bytes());
         }
-        pm.write(pos, &body);
-        pm.flush(pos, body.len() as u64);
+        pm.write(PmOff(pos), &body);
+        pm.flush(PmOff(pos), body.len() as u64);
     }
     leader_word
 }
@@ -138,14 +139,14 @@ pub(crate) fn write_reserved(pm: &Vol, r: &Reservation, entries: &[Entry]) -> u6
 /// Concurrent append, step 4 (no lock, after the caller's fence): the commit mark.
 pub(crate) fn mark_reserved(pm: &Vol, r: &Reservation, word: u64) {
     if let Some(&pos) = r.offsets.first() {
-        pm.store_u64(pos, word);
-        pm.flush(pos, 8);
+        pm.store_u64(PmOff(pos), word);
+        pm.flush(PmOff(pos), 8);
     }
 }
 
 /// Zeroes a fresh log page and writes its tail (owner, magic); flushed, not fenced.
 pub(crate) fn init_page(pm: &Vol, block: u64, owner: u64) {
-    let off = block * BLOCK;
+    let off = BlockNo(block).off();
     pm.zero(off, BLOCK);
     pm.write(off + LOG_OWNER_OFF, &owner.to_le_bytes());
     pm.write(off + LOG_MAGIC_OFF, &LOG_MAGIC.to_le_bytes());
@@ -167,7 +168,7 @@ impl LogState {
         let mut pos = self.tail;
         for e in entries {
             let len = e.units() * UNIT;
-            let fits = last_page.is_some_and(|p| pos + len <= p * BLOCK + LOG_DATA);
+            let fits = last_page.is_some_and(|p| pos + len <= BlockNo(p).at(LOG_DATA).get());
             if !fits {
                 let p = match space.alloc_one(true) {
                     Ok(p) => p,
@@ -181,20 +182,20 @@ impl LogState {
                     // Linking past the tail page is harmless until the tail moves:
                     // recovery never follows a chain beyond the page holding the tail.
                     Some(prev) => {
-                        pm.store_u64(prev * BLOCK + LOG_NEXT_OFF, p);
-                        pm.flush(prev * BLOCK + LOG_NEXT_OFF, 8);
+                        pm.store_u64(BlockNo(prev).at(LOG_NEXT_OFF), p);
+                        pm.flush(BlockNo(prev).at(LOG_NEXT_OFF), 8);
                     }
                     None => st.new_head = Some(p),
                 }
                 st.new_pages.push(p);
                 last_page = Some(p);
-                pos = p * BLOCK;
+                pos = BlockNo(p).off().get();
             }
             let mut body = e.encode();
             let cw = commit_word(&body);
             body[0..8].copy_from_slice(&cw.to_le_bytes());
-            pm.write(pos, &body);
-            pm.flush(pos, len);
+            pm.write(PmOff(pos), &body);
+            pm.flush(PmOff(pos), len);
             if st.new_pages.is_empty() {
                 st.dirty.1 = pos + len;
             }
@@ -235,7 +236,7 @@ impl LogState {
         let mut linked = Vec::new();
         for e in entries {
             debug_assert_eq!(e.units(), 1, "concurrent entries are one unit");
-            if pos + UNIT > last_page * BLOCK + LOG_DATA {
+            if pos + UNIT > BlockNo(last_page).at(LOG_DATA).get() {
                 let p = match space.alloc_one(true) {
                     Ok(p) => p,
                     Err(err) => {
@@ -248,11 +249,11 @@ impl LogState {
                 };
                 init_page(pm, p, owner);
                 // Linking past the tail page is harmless until a tail moves into it.
-                pm.store_u64(last_page * BLOCK + LOG_NEXT_OFF, p);
-                pm.flush(last_page * BLOCK + LOG_NEXT_OFF, 8);
+                pm.store_u64(BlockNo(last_page).at(LOG_NEXT_OFF), p);
+                pm.flush(BlockNo(last_page).at(LOG_NEXT_OFF), 8);
                 linked.push(p);
                 last_page = p;
-                pos = p * BLOCK;
+                pos = BlockNo(p).off().get();
             }
             offsets.push(pos);
             pos += UNIT;
@@ -265,7 +266,7 @@ impl LogState {
             self.pages.extend_from_slice(&linked);
         }
         for &off in &offsets {
-            *self.page_live.entry(off / BLOCK).or_insert(0) += 1;
+            *self.page_live.entry(PmOff(off).block().0).or_insert(0) += 1;
         }
         self.tail = pos;
         self.seq += 1;
@@ -282,9 +283,9 @@ impl LogState {
     /// the newest to finish (tail = max in log order). Neither flushed nor fenced:
     /// the caller flushes the tail word and fences after dropping the lock (the word
     /// then holds this end or a later one). Returns whether the tail word was stored.
-    pub fn complete(&mut self, pm: &Vol, inode_off: u64, r: &Reservation) -> bool {
+    pub fn complete(&mut self, pm: &Vol, inode_off: PmOff, r: &Reservation) -> bool {
         for &off in &r.offsets {
-            if let Some(c) = self.page_live.get_mut(&(off / BLOCK)) {
+            if let Some(c) = self.page_live.get_mut(&PmOff(off).block().0) {
                 *c = c.saturating_sub(1);
                 if *c == 0 {
                     self.gc_hint = true;
@@ -303,13 +304,13 @@ impl LogState {
 
     /// Accounts a new live entry at `off`.
     pub fn add_live(&mut self, off: u64, units: u64) {
-        *self.page_live.entry(off / BLOCK).or_insert(0) += 1;
+        *self.page_live.entry(PmOff(off).block().0).or_insert(0) += 1;
         self.live_units += units;
     }
 
     /// Accounts the death of the entry at `off`.
     pub fn kill(&mut self, off: u64, units: u64) {
-        if let Some(c) = self.page_live.get_mut(&(off / BLOCK)) {
+        if let Some(c) = self.page_live.get_mut(&PmOff(off).block().0) {
             *c = c.saturating_sub(1);
             if *c == 0 {
                 self.gc_hint = true;
@@ -334,9 +335,13 @@ impl LogState {
     /// closed with one 8-byte store (the predecessor's next pointer or the inode's
     /// head word), so any subset of the stores that reaches PM leaves a valid chain.
     /// Returns the pages to free (after the fence here).
-    pub fn fast_gc(&mut self, pm: &Vol, inode_off: u64) -> Vec<u64> {
+    pub fn fast_gc(&mut self, pm: &Vol, inode_off: PmOff) -> Vec<u64> {
         // Pages from the one holding the PM tail on stay: recovery walks to it.
-        let n = match self.pages.iter().position(|&p| p == self.durable / BLOCK) {
+        let n = match self
+            .pages
+            .iter()
+            .position(|&p| p == PmOff(self.durable).block().0)
+        {
             Some(i) => i + 1,
             None => 0,
         };
@@ -374,8 +379,8 @@ impl LogState {
         }
         for w in kept.windows(2) {
             if old_next.get(&w[0]) != Some(&w[1]) {
-                pm.store_u64(w[0] * BLOCK + LOG_NEXT_OFF, w[1]);
-                pm.flush(w[0] * BLOCK + LOG_NEXT_OFF, 8);
+                pm.store_u64(BlockNo(w[0]).at(LOG_NEXT_OFF), w[1]);
+                pm.flush(BlockNo(w[0]).at(LOG_NEXT_OFF), 8);
             }
         }
         // Fence: the chain no longer reaches the freed pages before they are reused.
@@ -433,7 +438,7 @@ mod tests {
         let r = log.stage(&pm, &space, 9, &[link(100), link(101)]);
         assert!(matches!(r, Err(crate::error::FsError::NoSpace)));
         let mut rest = vec![0u8; (LOG_DATA - tail % BLOCK) as usize];
-        pm.read(tail, &mut rest);
+        pm.read(PmOff(tail), &mut rest);
         assert!(rest.iter().all(|&b| b == 0), "stale bytes past the tail");
         assert_eq!(log.tail, tail);
     }
@@ -507,7 +512,7 @@ mod tests {
                 let mut p = pm.read_u64(ioff + INO_HEAD_OFF);
                 let mut group = None;
                 for _ in 0..8 {
-                    let base = p * BLOCK;
+                    let base = BlockNo(p).off().get();
                     let in_page = tail >= base && tail <= base + LOG_DATA;
                     let end = if in_page { tail } else { base + LOG_DATA };
                     replay_page(&pm, &geo, &mut st, base, end, &mut group)?;
@@ -517,7 +522,7 @@ mod tests {
                         }
                         return Ok(st.pages.iter().map(|(&k, v)| (k, v.block)).collect());
                     }
-                    p = pm.read_u64(base + LOG_NEXT_OFF);
+                    p = pm.read_u64(PmOff(base) + LOG_NEXT_OFF);
                 }
                 Err("tail page not found".into())
             }

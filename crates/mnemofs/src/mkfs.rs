@@ -1,10 +1,11 @@
 //! mkfs: formats a region as an empty mnemofs (superblocks, clear metadata areas,
 //! the root directory's inode and log, the free list).
 
+use crate::addr::{BlockNo, PmOff};
 use crate::error::{FsError, Result};
 use crate::format::{
-    encode_inode_static, Entry, Geometry, ZoneParams, BLOCK, INO_HEAD_OFF, INO_TAIL_OFF,
-    INO_VALID_OFF, SB_REPLICA_BLOCK, SB_STATE_OFF, STATE_CLEAN,
+    encode_inode_static, Entry, Geometry, ZoneParams, INO_HEAD_OFF, INO_TAIL_OFF, INO_VALID_OFF,
+    SB_REPLICA_BLOCK, SB_STATE_OFF, STATE_CLEAN,
 };
 use crate::log::init_page;
 use crate::recovery;
@@ -75,8 +76,8 @@ pub(crate) fn format(pm: &Vol, geo: &Geometry) {
     // Metadata area: superblocks, journals, free list, inode table, fine-log redo
     // areas, LAWN descriptor table (all clear). Zone slots hold nothing until a
     // descriptor names them, so they are left as they are.
-    pm.zero(0, geo.slot_start * BLOCK);
-    pm.flush(0, geo.slot_start * BLOCK);
+    pm.zero(PmOff::ZERO, BlockNo(geo.slot_start).off().get());
+    pm.flush(PmOff::ZERO, BlockNo(geo.slot_start).off().get());
     // Root directory: slot, one log page with its initial attributes.
     let root_page = geo.data_start;
     init_page(pm, root_page, ROOT_INO);
@@ -100,20 +101,20 @@ pub(crate) fn format(pm: &Vol, geo: &Geometry) {
             ctime: now,
         },
     ];
-    let mut pos = root_page * BLOCK;
+    let mut pos = BlockNo(root_page).off();
     for e in &entries {
         let mut body = e.encode();
         let cw = crate::format::commit_word(&body);
         body[0..8].copy_from_slice(&cw.to_le_bytes());
         pm.write(pos, &body);
         pm.flush(pos, body.len() as u64);
-        pos += body.len() as u64;
+        pos = pos + body.len() as u64;
     }
     let ioff = geo.inode_off(ROOT_INO);
     let slot = encode_inode_static(ROOT_INO, FileKind::Directory);
     pm.write(ioff + 24, &slot[24..]);
     pm.store_u64(ioff + INO_HEAD_OFF, root_page);
-    pm.store_u64(ioff + INO_TAIL_OFF, pos);
+    pm.store_u64(ioff + INO_TAIL_OFF, pos.get());
     pm.store_u64(ioff + INO_VALID_OFF, 1);
     pm.flush(ioff, 128);
     crate::freelist::save_freelist(pm, geo, &[(geo.data_start + 1, geo.data_blocks() - 1)]);
@@ -121,12 +122,12 @@ pub(crate) fn format(pm: &Vol, geo: &Geometry) {
     // that makes the image a mnemofs.
     pm.fence();
     let sb = geo.encode();
-    pm.write(SB_REPLICA_BLOCK * BLOCK, &sb);
-    pm.flush(SB_REPLICA_BLOCK * BLOCK, sb.len() as u64);
-    pm.write(0, &sb);
-    pm.flush(0, sb.len() as u64);
-    pm.store_u64(SB_STATE_OFF, STATE_CLEAN);
-    pm.flush(SB_STATE_OFF, 8);
+    pm.write(BlockNo(SB_REPLICA_BLOCK).off(), &sb);
+    pm.flush(BlockNo(SB_REPLICA_BLOCK).off(), sb.len() as u64);
+    pm.write(PmOff::ZERO, &sb);
+    pm.flush(PmOff::ZERO, sb.len() as u64);
+    pm.store_u64(PmOff::ZERO + SB_STATE_OFF, STATE_CLEAN);
+    pm.flush(PmOff::ZERO + SB_STATE_OFF, 8);
     // Fence: the superblocks and the clean state are durable before mkfs returns.
     pm.fence();
 }

@@ -6,6 +6,7 @@
 //! ascending inode order; an operation that must look a name up first looks, unlocks,
 //! locks everything in order and checks that the name still means the same inode.
 
+use crate::addr::{BlockNo, PmOff};
 use crate::bugs::{self, Bug};
 use crate::data::{DataPlane, MAX_FILE_SIZE};
 use crate::error::{FsError, Result};
@@ -47,7 +48,7 @@ fn commit_locked(
     data: &DataPlane,
     locked: &mut Locked,
     mut plan: Vec<(Ino, Vec<Entry>)>,
-    extra: &[(u64, u64)],
+    extra: &[(PmOff, u64)],
 ) -> Result<()> {
     let mut parts: Vec<(&mut InodeState, Vec<Entry>)> = Vec::new();
     for (inode, g) in locked.iter_mut() {
@@ -301,7 +302,7 @@ impl Namespace<'_> {
             };
             let mut page = vec![0u8; BLOCK as usize];
             page[..t.len()].copy_from_slice(t);
-            self.store.vol.write_nt(b * BLOCK, &page);
+            self.store.vol.write_nt(BlockNo(b).off(), &page);
             data_block = Some(b);
             centries.push(Entry::Write {
                 pgoff: 0,
@@ -504,7 +505,7 @@ impl Namespace<'_> {
     }
 
     /// One 8-byte store made durable on its own (injected bugs only).
-    fn store_persist(&self, off: u64, v: u64) {
+    fn store_persist(&self, off: PmOff, v: u64) {
         self.store.vol.store_u64(off, v);
         self.store.vol.flush(off, 8);
         // Fence: the in-place word is durable at once (that is the bug).
@@ -772,7 +773,7 @@ impl Namespace<'_> {
         let len = s.size.min(BLOCK) as usize;
         let mut out = vec![0u8; len];
         if let Some(p) = s.pages.get(&0) {
-            self.store.vol.read(p.block * BLOCK, &mut out);
+            self.store.vol.read(BlockNo(p.block).off(), &mut out);
         }
         Ok(out)
     }

@@ -7,6 +7,7 @@
 //! data plane's invalidation hook ([`FreeHook`]) so that nothing in DRAM or in the
 //! small-write zone still refers to a block that may be reused.
 
+use crate::addr::PmOff;
 use crate::bugs::{self, Bug};
 use crate::error::{FsError, Result};
 use crate::format::{Entry, Geometry, INO_HEAD_OFF, INO_TAIL_OFF};
@@ -64,7 +65,7 @@ impl Store {
     pub(crate) fn commit(
         &self,
         parts: &mut [(&mut InodeState, Vec<Entry>)],
-        extra: &[(u64, u64)],
+        extra: &[(PmOff, u64)],
     ) -> Result<()> {
         let mut staged = Vec::with_capacity(parts.len());
         for (st, entries) in parts.iter() {

@@ -2,8 +2,9 @@
 //! [`Vol`].
 //!
 //! `Vol` wraps the `pm` layer's [`Volume`] (one global offset space over its
-//! devices; one device today) and re-exports its safe operations (8-byte
-//! atomic loads and stores, flushes, fences, counters) through `Deref`. The byte-copy
+//! devices; one device today) and forwards its operations, each addressed by a
+//! [`PmOff`] (`addr`): 8-byte atomic loads and stores, flushes, fences,
+//! counters. The byte-copy
 //! accessors (`read`, `write`, `write_nt`, `zero`) and the 16-byte stores are
 //! `unsafe` in `pm`: they copy shared memory that other threads of the engine may
 //! use. They are safe methods here only because `Vol` is private to the engine
@@ -19,8 +20,8 @@
 //! functions write it through a shared borrow, so they rely on the caller not using
 //! the region from another thread meanwhile, which the borrow alone does not prove.
 
-use pm::{Pm, Store16, Volume};
-use std::ops::Deref;
+use crate::addr::PmOff;
+use pm::{CounterSnapshot, FlushKind, MapMode, Marker, Pm, PmProfile, Store16, Volume};
 
 /// The engine's volume (one device today; `pm::Volume` maps global offsets).
 #[repr(transparent)]
@@ -43,58 +44,131 @@ impl Vol {
 
     /// Copies `buf.len()` bytes at `off` into `buf`.
     #[inline]
-    pub fn read(&self, off: u64, buf: &mut [u8]) {
+    pub fn read(&self, off: PmOff, buf: &mut [u8]) {
         // SAFETY: the engine's locking discipline (module doc): no other thread
         // writes bytes the engine reads without holding the lock that covers them.
-        unsafe { self.0.read(off, buf) }
+        unsafe { self.0.read(off.get(), buf) }
     }
 
     /// Cached store of `data` at `off`; durable after `flush` and `fence`.
     #[inline]
-    pub fn write(&self, off: u64, data: &[u8]) {
+    pub fn write(&self, off: PmOff, data: &[u8]) {
         // SAFETY: the engine's locking discipline (module doc): the engine writes a
         // byte only while holding the lock (or reservation) that keeps every other
         // thread off it.
-        unsafe { self.0.write(off, data) }
+        unsafe { self.0.write(off.get(), data) }
     }
 
     /// Non-temporal store of `data` at `off`; durable at the next `fence`.
     #[inline]
-    pub fn write_nt(&self, off: u64, data: &[u8]) {
+    pub fn write_nt(&self, off: PmOff, data: &[u8]) {
         // SAFETY: as for `write`.
-        unsafe { self.0.write_nt(off, data) }
+        unsafe { self.0.write_nt(off.get(), data) }
     }
 
     /// Cached store of `len` zero bytes at `off`.
     #[inline]
-    pub fn zero(&self, off: u64, len: u64) {
+    pub fn zero(&self, off: PmOff, len: u64) {
         // SAFETY: as for `write`.
-        unsafe { self.0.zero(off, len) }
+        unsafe { self.0.zero(off.get(), len) }
     }
 
     /// Stores the aligned 16-byte `v` at `off` the way `kind` says, durable at the
     /// next fence (LAWN descriptors).
     #[inline]
-    pub fn store_u128_durable(&self, kind: Store16, off: u64, v: u128) {
+    pub fn store_u128_durable(&self, kind: Store16, off: PmOff, v: u128) {
         // SAFETY: one thread at a time stores a given descriptor: the writer that
         // reserved its slot run, later the thread that retires the run (taken out of
         // the sub-zone under its lock first), or recovery before mount returns; and
         // descriptors are read only by recovery, before mount returns (module doc).
-        unsafe { self.0.store_u128_durable(kind, off, v) }
+        unsafe { self.0.store_u128_durable(kind, off.get(), v) }
     }
 
     /// Which [`Store16`] way costs less, measured over the clear descriptors at
     /// `offs`.
-    pub fn calibrate_store16(&self, offs: &[u64]) -> Store16 {
+    pub fn calibrate_store16(&self, offs: &[PmOff]) -> Store16 {
+        let offs: Vec<u64> = offs.iter().map(|o| o.get()).collect();
         // SAFETY: called at mount, before `Fs` exists, so no other thread can use the
         // volume yet.
-        unsafe { self.0.calibrate_store16(offs) }
+        unsafe { self.0.calibrate_store16(&offs) }
     }
 }
 
-impl Deref for Vol {
-    type Target = Volume;
-    fn deref(&self) -> &Volume {
-        &self.0
+impl Vol {
+    /// Atomic 8-byte load of the aligned word at `off`.
+    #[inline]
+    pub fn read_u64(&self, off: PmOff) -> u64 {
+        self.0.read_u64(off.get())
+    }
+
+    /// Atomic 8-byte store of the aligned word at `off` (cached; durable after
+    /// `flush` and `fence`).
+    #[inline]
+    pub fn store_u64(&self, off: PmOff, v: u64) {
+        self.0.store_u64(off.get(), v)
+    }
+
+    /// Writes back the cache lines of `[off, off + len)`.
+    #[inline]
+    pub fn flush(&self, off: PmOff, len: u64) {
+        self.0.flush(off.get(), len)
+    }
+
+    /// Store fence: every earlier store and write-back of this thread is durable
+    /// before any later store.
+    #[inline]
+    pub fn fence(&self) {
+        self.0.fence()
+    }
+
+    /// Starts loading the line at `off` into the CPU cache.
+    #[inline]
+    pub fn prefetch(&self, off: PmOff) {
+        self.0.prefetch(off.get())
+    }
+
+    /// Maps the pages of `[off, off + len)` in now.
+    pub fn populate(&self, off: PmOff, len: u64) {
+        self.0.populate(off.get(), len)
+    }
+
+    /// Bytes of the volume.
+    pub fn len(&self) -> u64 {
+        self.0.len()
+    }
+
+    /// PM counters of the whole volume.
+    pub fn counters(&self) -> CounterSnapshot {
+        self.0.counters()
+    }
+
+    /// PM counters of the calling thread.
+    pub fn thread_counters(&self) -> CounterSnapshot {
+        self.0.thread_counters()
+    }
+
+    /// Passes an operation marker to the tracer.
+    pub fn marker(&self, m: Marker) {
+        self.0.marker(m)
+    }
+
+    /// The latency profile charged.
+    pub fn profile(&self) -> PmProfile {
+        self.0.profile()
+    }
+
+    /// How the volume is mapped.
+    pub fn map_mode(&self) -> MapMode {
+        self.0.map_mode()
+    }
+
+    /// The write-back instruction in use.
+    pub fn flush_kind(&self) -> FlushKind {
+        self.0.flush_kind()
+    }
+
+    /// Pushes the mapping to its files (unmount).
+    pub fn sync_to_file(&self) {
+        self.0.sync_to_file()
     }
 }

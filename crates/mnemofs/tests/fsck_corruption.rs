@@ -63,7 +63,7 @@ fn flipped_byte_in_a_log_entry_is_named() {
     let (img, ino) = used_image();
     let g = geometry(&img.path);
     let bytes = std::fs::read(&img.path).unwrap();
-    let slot = g.inode_off(ino) as usize;
+    let slot = g.inode_off(ino).get() as usize;
     let head = u64::from_le_bytes(
         bytes[slot + INO_HEAD_OFF as usize..][..8]
             .try_into()
@@ -92,7 +92,7 @@ fn flipped_byte_in_an_inode_is_named() {
     let (img, ino) = used_image();
     let g = geometry(&img.path);
     // Static part of the slot (inode number field).
-    flip(&img.path, g.inode_off(ino) + 25);
+    flip(&img.path, (g.inode_off(ino) + 25).get());
     let r = mnemofs::fsck(&img.path).unwrap();
     assert!(
         r.problems
@@ -107,7 +107,7 @@ fn flipped_byte_in_an_inode_is_named() {
     ));
     // Tail word of another inode.
     let (img, ino) = used_image();
-    flip(&img.path, g.inode_off(ino) + INO_TAIL_OFF + 2);
+    flip(&img.path, (g.inode_off(ino) + INO_TAIL_OFF + 2).get());
     let r = mnemofs::fsck(&img.path).unwrap();
     assert!(
         r.problems

@@ -462,7 +462,7 @@ fn a_run_in_another_sub_zone_than_its_page_is_written_back_at_mount() {
     for i in 0..geo.zone_slots {
         let mut d = [0u8; 16];
         // SAFETY: the image is unmounted and this thread is the only one mapping it.
-        unsafe { pm.read(geo.desc_off(i), &mut d) };
+        unsafe { pm.read(geo.desc_off(i).get(), &mut d) };
         if d != [0u8; 16] {
             found.push((i, d));
         }
@@ -472,17 +472,17 @@ fn a_run_in_another_sub_zone_than_its_page_is_written_back_at_mount() {
     let to = ((at / per + 1) % geo.cpus as u64) * per + 10;
     let mut slots = vec![0u8; 2 * geo.slot_size as usize];
     // SAFETY: the image is unmounted and this thread is the only one mapping it.
-    unsafe { pm.read(geo.slot_off(at), &mut slots) };
+    unsafe { pm.read(geo.slot_off(at).get(), &mut slots) };
     assert_eq!(slots[..128], b[..], "the run holds the slices");
     // SAFETY: the image is unmounted and this thread is the only one mapping it.
-    unsafe { pm.write(geo.slot_off(to), &slots) };
+    unsafe { pm.write(geo.slot_off(to).get(), &slots) };
     // SAFETY: the image is unmounted and this thread is the only one mapping it.
-    unsafe { pm.write(geo.desc_off(to), &d) };
+    unsafe { pm.write(geo.desc_off(to).get(), &d) };
     // SAFETY: the image is unmounted and this thread is the only one mapping it.
-    unsafe { pm.write(geo.desc_off(at), &[0u8; 16]) };
-    pm.persist(geo.slot_off(to), slots.len() as u64);
-    pm.persist(geo.desc_off(at), 16);
-    pm.persist(geo.desc_off(to), 16);
+    unsafe { pm.write(geo.desc_off(at).get(), &[0u8; 16]) };
+    pm.persist(geo.slot_off(to).get(), slots.len() as u64);
+    pm.persist(geo.desc_off(at).get(), 16);
+    pm.persist(geo.desc_off(to).get(), 16);
     drop(pm);
 
     // Not a problem for fsck (mount moves it home), and every byte is back.
@@ -496,7 +496,7 @@ fn a_run_in_another_sub_zone_than_its_page_is_written_back_at_mount() {
     let pm = pm::Pm::open(&img.path, false).unwrap();
     let mut d = [0u8; 16];
     // SAFETY: the image is unmounted and this thread is the only one mapping it.
-    unsafe { pm.read(geo.desc_off(to), &mut d) };
+    unsafe { pm.read(geo.desc_off(to).get(), &mut d) };
     assert_eq!(d, [0u8; 16]);
     drop(pm);
     let fs = mount(&img, SmallWriteMode::Cow, false);

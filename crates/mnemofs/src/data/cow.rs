@@ -8,6 +8,8 @@
 //! protocol of the `log` module (reserve, write, fence, mark, tail = max, fence).
 
 use super::{DataPlane, MAX_FILE_SIZE};
+use crate::addr::{page_of, page_start};
+use crate::addr::{BlockNo, PmOff};
 use crate::bugs::{self, Bug};
 use crate::error::{FsError, Result};
 use crate::format::{Entry, BLOCK, INO_TAIL_OFF};
@@ -97,8 +99,8 @@ impl DataPlane {
             (off, Self::partial_pages(&st, off, end))
         };
         let end = off + data.len() as u64;
-        let first = off / BLOCK;
-        let last = (end - 1) / BLOCK;
+        let first = page_of(off);
+        let last = page_of(end - 1);
         let runs = self.store.space.alloc(last - first + 1, false)?;
         self.copy_in(inode.ino, &runs, off, data, old);
         if self.lock == LockMode::Inode {
@@ -111,8 +113,8 @@ impl DataPlane {
 
     /// Old blocks of the partial head and tail pages of `[off, end)`, to merge.
     fn partial_pages(st: &InodeState, off: u64, end: u64) -> (Option<u64>, Option<u64>) {
-        let head = st.pages.get(&(off / BLOCK)).map(|p| p.block);
-        let tail = st.pages.get(&((end - 1) / BLOCK)).map(|p| p.block);
+        let head = st.pages.get(&page_of(off)).map(|p| p.block);
+        let tail = st.pages.get(&page_of(end - 1)).map(|p| p.block);
         (head, tail)
     }
 
@@ -127,18 +129,18 @@ impl DataPlane {
         old: (Option<u64>, Option<u64>),
     ) {
         let end = off + data.len() as u64;
-        let first = off / BLOCK;
+        let first = page_of(off);
         // The merge buffer, allocated only for a partial page.
         let mut page: Vec<u8> = Vec::new();
         let mut pg = first;
         for &(start, len) in runs {
             for b in start..start + len {
-                let pstart = pg * BLOCK;
+                let pstart = page_start(pg);
                 let lo = off.max(pstart) - pstart;
                 let hi = end.min(pstart + BLOCK) - pstart;
                 let src = &data[(pstart + lo - off) as usize..(pstart + hi - off) as usize];
                 if lo == 0 && hi == BLOCK {
-                    self.store_data(b * BLOCK, src);
+                    self.store_data(BlockNo(b).off(), src);
                 } else {
                     let old_block = if pg == first { old.0 } else { old.1 };
                     page.resize(BLOCK as usize, 0);
@@ -147,7 +149,7 @@ impl DataPlane {
                         None => page.fill(0),
                     }
                     page[lo as usize..hi as usize].copy_from_slice(src);
-                    self.store_data(b * BLOCK, &page);
+                    self.store_data(BlockNo(b).off(), &page);
                 }
                 pg += 1;
             }
@@ -169,8 +171,8 @@ impl DataPlane {
         if end > MAX_FILE_SIZE {
             return Err(FsError::TooBig);
         }
-        let first = off / BLOCK;
-        let last = (end - 1) / BLOCK;
+        let first = page_of(off);
+        let last = page_of(end - 1);
         let runs = self.store.space.alloc(last - first + 1, false)?;
         // Built outside the lock: a Write's size and mtime count by maximum
         // (`InodeState::apply`), so its own end and the time now are enough.
@@ -310,7 +312,7 @@ impl DataPlane {
 
     /// Stores a fresh data page with non-temporal stores: durable at the commit's
     /// first fence, before the log entry that maps it can be.
-    fn store_data(&self, off: u64, bytes: &[u8]) {
+    fn store_data(&self, off: PmOff, bytes: &[u8]) {
         if crate::bugs::on(crate::bugs::Bug::DataNotPersisted) {
             self.store.vol.write(off, bytes);
         } else {
@@ -326,14 +328,14 @@ impl DataPlane {
             self.read_page(st.ino, pg, p.block, &mut page);
         }
         patch(&mut page);
-        self.store.vol.write_nt(b * BLOCK, &page);
+        self.store.vol.write_nt(BlockNo(b).off(), &page);
         Ok(b)
     }
 
     /// Truncation to `size` inside a mapped page: a Write entry for a copy of that page
     /// with the bytes at and past `size` zeroed.
     pub(crate) fn cow_zero_tail(&self, st: &InodeState, size: u64) -> Result<Option<(Entry, u64)>> {
-        let pg = size / BLOCK;
+        let pg = page_of(size);
         let within = (size % BLOCK) as usize;
         if within == 0
             || !st.pages.contains_key(&pg)
@@ -422,8 +424,8 @@ impl DataPlane {
         entries: &mut Vec<Entry>,
         fresh: &mut Vec<u64>,
     ) -> Result<()> {
-        let first = offset / BLOCK;
-        let last = (end - 1) / BLOCK;
+        let first = page_of(offset);
+        let last = page_of(end - 1);
         let holes: Vec<u64> = (first..=last)
             .filter(|pg| !st.pages.contains_key(pg))
             .collect();
@@ -435,7 +437,7 @@ impl DataPlane {
         fresh.extend_from_slice(&blocks);
         let zero = vec![0u8; BLOCK as usize];
         for &b in &blocks {
-            self.store.vol.write_nt(b * BLOCK, &zero);
+            self.store.vol.write_nt(BlockNo(b).off(), &zero);
         }
         push_runs(st, &holes, Some(&blocks), entries);
         Ok(())
@@ -454,14 +456,14 @@ impl DataPlane {
         if offset >= end {
             return Ok(());
         }
-        let first = offset / BLOCK;
-        let last = (end - 1) / BLOCK;
+        let first = page_of(offset);
+        let last = page_of(end - 1);
         let mut whole = Vec::new();
         for pg in first..=last {
             if !st.pages.contains_key(&pg) {
                 continue;
             }
-            let pstart = pg * BLOCK;
+            let pstart = page_start(pg);
             let lo = offset.max(pstart) - pstart;
             let hi = end.min(pstart + BLOCK) - pstart;
             if lo == 0 && hi == BLOCK {

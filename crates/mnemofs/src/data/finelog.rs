@@ -19,6 +19,7 @@
 //! Recovery replays a whole record whose block is still the inode's mapping of the
 //! page, then clears it.
 
+use crate::addr::BlockNo;
 use crate::format::{crc, get_u32, get_u64, put_u32, put_u64, Geometry, BLOCK};
 use crate::inode::InodeState;
 use crate::recovery::Mode;
@@ -101,7 +102,7 @@ impl Finelog {
         // Fence: the whole record (its CRC-checked commit word included) is durable
         // before the file is changed in place.
         pm.fence();
-        pm.write_nt(block * BLOCK + in_pg, data);
+        pm.write_nt(BlockNo(block).at(in_pg), data);
         // Fence: the in-place data is durable before the record is retired.
         pm.fence();
         pm.store_u64(base, 0);
@@ -160,7 +161,7 @@ pub(crate) fn recover(
                     ));
                 }
             } else if mode == Mode::Mount {
-                let off = block * BLOCK + in_pg;
+                let off = BlockNo(block).at(in_pg);
                 pm.write(off, &rec[HDR as usize..]);
                 pm.flush(off, len);
                 // Fence: the replayed data is durable before its record is retired.

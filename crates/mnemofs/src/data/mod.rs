@@ -20,6 +20,8 @@ pub(crate) mod cow;
 pub(crate) mod finelog;
 pub(crate) mod lawn;
 
+use crate::addr::{page_of, page_start};
+use crate::addr::{BlockNo, PmOff};
 use crate::error::{FsError, Result};
 use crate::format::BLOCK;
 use crate::inode::Inode;
@@ -156,7 +158,7 @@ impl DataPlane {
     pub fn read(&self, inode: &Inode, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let end_req = offset.saturating_add(buf.len() as u64);
         // As in writes: start the lock word's and the index entry's misses together.
-        inode.index.prefetch(offset / BLOCK);
+        inode.index.prefetch(page_of(offset));
         inode.data.prefetch(offset);
         if let SmallWrite::Lawn(l) = &self.small {
             if l.core.may_hold.load(Ordering::Relaxed) {
@@ -178,10 +180,10 @@ impl DataPlane {
         }
         let n = (buf.len() as u64).min(size - offset);
         let out = &mut buf[..n as usize];
-        let first = offset / BLOCK;
-        let last = (offset + n - 1) / BLOCK;
+        let first = page_of(offset);
+        let last = page_of(offset + n - 1);
         for pg in first..=last {
-            let pstart = pg * BLOCK;
+            let pstart = page_start(pg);
             let lo = offset.max(pstart);
             let hi = (offset + n).min(pstart + BLOCK);
             let dst = &mut out[(lo - offset) as usize..(hi - offset) as usize];
@@ -200,8 +202,10 @@ impl DataPlane {
     /// read cache serves hits here. The caller holds the page's range lock.
     #[inline]
     pub fn read_page_part(&self, ino: Ino, pg: u64, block: u64, lo: u64, dst: &mut [u8]) {
-        let pstart = pg * BLOCK;
-        self.store.vol.read(block * BLOCK + (lo - pstart), dst);
+        let pstart = page_start(pg);
+        self.store
+            .vol
+            .read(BlockNo(block).off() + (lo - pstart), dst);
         if let SmallWrite::Lawn(l) = &self.small {
             // LAWN: newer slices in the zone.
             l.core.overlay(&self.store.vol, ino, pg, block, lo, dst);
@@ -210,7 +214,7 @@ impl DataPlane {
 
     /// Reads page `pg` (in `block`) whole, as the file holds it (for page CoW).
     pub fn read_page(&self, ino: Ino, pg: u64, block: u64, page: &mut [u8]) {
-        self.read_page_part(ino, pg, block, pg * BLOCK, page);
+        self.read_page_part(ino, pg, block, page_start(pg), page);
     }
 
     /// Writes `data` at `offset` (or, with `None`, at the end of file, atomically);
@@ -230,7 +234,7 @@ impl DataPlane {
         if let Some(off) = offset {
             // The lock word and the page's index entry are usually cache misses:
             // start both loads now so that they overlap.
-            inode.index.prefetch(off / BLOCK);
+            inode.index.prefetch(page_of(off));
             inode.data.prefetch(off);
             // And the LAWN zone's entry for the page (a sub-page write looks it up).
             if let SmallWrite::Lawn(l) = &self.small {
@@ -241,7 +245,7 @@ impl DataPlane {
         }
         let _w = match offset {
             Some(off) => inode.data.write(
-                off / BLOCK * BLOCK,
+                page_start(page_of(off)),
                 off.saturating_add(data.len() as u64)
                     .saturating_add(BLOCK - 1)
                     / BLOCK
@@ -267,8 +271,8 @@ impl DataPlane {
         let Some(end) = off.checked_add(data.len() as u64) else {
             return Ok(None);
         };
-        let pg = off / BLOCK;
-        if (end - 1) / BLOCK != pg {
+        let pg = page_of(off);
+        if page_of(end - 1) != pg {
             return Ok(None);
         }
         let now = Timespec::now();
@@ -343,7 +347,7 @@ impl DataPlane {
     pub fn commit(
         &self,
         parts: &mut [(&mut crate::inode::InodeState, Vec<crate::format::Entry>)],
-        extra: &[(u64, u64)],
+        extra: &[(PmOff, u64)],
     ) -> Result<()> {
         self.store.commit(parts, extra)
     }

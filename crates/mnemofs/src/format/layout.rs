@@ -4,11 +4,12 @@
 
 use super::inode::INODE_SIZE;
 use super::zone::{valid_slot_size, ZoneParams, DESC_SIZE, REDO_BLOCKS};
+use crate::addr::{BlockNo, PmOff};
 use crate::error::{FsError, Result};
 use crate::types::Timespec;
 
 /// Block (page) size.
-pub const BLOCK: u64 = 4096;
+pub use crate::addr::BLOCK;
 /// Smallest image mkfs accepts.
 pub const MIN_SIZE: u64 = 8 << 20;
 /// Blocks reserved for the saved free list.
@@ -130,18 +131,18 @@ impl Geometry {
     }
 
     /// PM offset of CPU `cpu`'s fine-log redo area.
-    pub fn redo_off(&self, cpu: u32) -> u64 {
-        (self.redo_start + REDO_BLOCKS * cpu as u64) * BLOCK
+    pub fn redo_off(&self, cpu: u32) -> PmOff {
+        BlockNo(self.redo_start + REDO_BLOCKS * cpu as u64).off()
     }
 
     /// PM offset of the descriptor of zone slot `slot`.
-    pub fn desc_off(&self, slot: u64) -> u64 {
-        self.desc_start * BLOCK + slot * DESC_SIZE
+    pub fn desc_off(&self, slot: u64) -> PmOff {
+        BlockNo(self.desc_start).at(slot * DESC_SIZE)
     }
 
     /// PM offset of zone slot `slot`.
-    pub fn slot_off(&self, slot: u64) -> u64 {
-        self.slot_start * BLOCK + slot * self.slot_size as u64
+    pub fn slot_off(&self, slot: u64) -> PmOff {
+        BlockNo(self.slot_start).at(slot * self.slot_size as u64)
     }
 
     /// Slots of each CPU's sub-zone.
@@ -155,14 +156,14 @@ impl Geometry {
     }
 
     /// PM offset of CPU `cpu`'s journal block.
-    pub fn journal_off(&self, cpu: u32) -> u64 {
-        (self.journal_start + cpu as u64) * BLOCK
+    pub fn journal_off(&self, cpu: u32) -> PmOff {
+        BlockNo(self.journal_start + cpu as u64).off()
     }
 
     /// PM offset of the slot of inode `ino` (1-based; the caller checks
     /// [`valid_ino`](Self::valid_ino)).
-    pub fn inode_off(&self, ino: u64) -> u64 {
-        self.inode_table_start * BLOCK + (ino - 1) * INODE_SIZE
+    pub fn inode_off(&self, ino: u64) -> PmOff {
+        BlockNo(self.inode_table_start).at((ino - 1) * INODE_SIZE)
     }
 
     /// Inode numbers are 1-based; inode `ino` belongs to CPU `(ino-1) % cpus`.
@@ -230,8 +231,8 @@ mod tests {
         assert_eq!(g.slots_per_cpu(), 100663);
         assert_eq!(g.slot_start, 3667);
         assert_eq!(g.data_start, 9959);
-        assert_eq!(g.redo_off(1), (2086 + 2) * BLOCK);
-        assert_eq!(g.slot_off(2), 3667 * BLOCK + 128);
+        assert_eq!(g.redo_off(1).get(), (2086 + 2) * BLOCK);
+        assert_eq!(g.slot_off(2).get(), 3667 * BLOCK + 128);
         let b = g.encode();
         assert_eq!(Geometry::decode(&b, 1 << 30).unwrap(), g);
         // No zone, other slot sizes; bad slot sizes and shares are refused.
@@ -276,13 +277,13 @@ mod tests {
         assert_eq!((g.total_blocks, g.inode_count), (262144, 65536));
         assert_eq!((g.journal_start, g.freelist_start), (2, 6));
         assert_eq!((g.inode_table_start, g.inode_table_blocks), (38, 2048));
-        assert_eq!(g.journal_off(3), 5 * BLOCK);
-        assert_eq!(g.inode_off(1), 38 * BLOCK);
-        assert_eq!(g.inode_off(33), 39 * BLOCK);
+        assert_eq!(g.journal_off(3).get(), 5 * BLOCK);
+        assert_eq!(g.inode_off(1).get(), 38 * BLOCK);
+        assert_eq!(g.inode_off(33).get(), 39 * BLOCK);
         assert_eq!((g.ino_cpu(1), g.ino_cpu(4), g.ino_cpu(5)), (0, 3, 0));
         assert!(!g.valid_ino(0) && g.valid_ino(1) && g.valid_ino(65536));
         assert!(!g.valid_ino(65537));
-        assert_eq!(g.desc_off(3), 2094 * BLOCK + 48);
+        assert_eq!(g.desc_off(3).get(), 2094 * BLOCK + 48);
         assert_eq!(g.slices_per_page(), 64);
         // Data ranges: even split, the last CPU takes the remainder.
         let per = g.data_blocks() / 4;

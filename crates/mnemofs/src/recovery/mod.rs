@@ -23,12 +23,13 @@ mod rebuild;
 pub(crate) mod replay;
 mod superblock;
 
+use crate::addr::{BlockNo, PmOff};
 use crate::bugs::{self, Bug};
 use crate::data::lawn::zone::SubZone;
 use crate::data::{finelog, lawn};
 use crate::error::{FsError, Result};
 use crate::format::{
-    Geometry, BLOCK, INODE_SIZE, INO_HEAD_OFF, INO_TAIL_OFF, INO_VALID_OFF, SB_REPLICA_BLOCK,
+    Geometry, INODE_SIZE, INO_HEAD_OFF, INO_TAIL_OFF, INO_VALID_OFF, SB_REPLICA_BLOCK,
     SB_STATE_OFF, STATE_CLEAN, STATE_DIRTY,
 };
 use crate::freelist::read_saved_freelist;
@@ -92,7 +93,7 @@ pub(crate) fn recover(vol: &Vol, mode: Mode, keep_lawn: bool) -> Result<Recovere
 /// Whether `off` is a word the lite journal may name: the valid/head/tail words of an
 /// inode slot.
 fn journalable(geo: &Geometry, off: u64) -> bool {
-    let t0 = geo.inode_table_start * BLOCK;
+    let t0 = BlockNo(geo.inode_table_start).off().get();
     let t1 = t0 + geo.inode_count * INODE_SIZE;
     if off >= t0 && off < t1 {
         let w = (off - t0) % INODE_SIZE;
@@ -105,7 +106,7 @@ fn journalable(geo: &Geometry, off: u64) -> bool {
 pub(crate) fn load(pm: &Vol, mode: Mode) -> Result<Loaded> {
     let mut problems = Vec::new();
     let geo = read_superblock(pm, &mut problems)?;
-    let state = pm.read_u64(SB_STATE_OFF);
+    let state = pm.read_u64(PmOff::ZERO + SB_STATE_OFF);
     let clean = state == STATE_CLEAN;
     if state != STATE_CLEAN && state != STATE_DIRTY {
         problems.push(format!(
@@ -116,21 +117,21 @@ pub(crate) fn load(pm: &Vol, mode: Mode) -> Result<Loaded> {
         // Only superblock trouble so far, and `geo` came from a valid copy: repair
         // whichever copy is bad from the good one.
         let mut p = [0u8; 128];
-        pm.read(0, &mut p);
+        pm.read(PmOff::ZERO, &mut p);
         let mut r = [0u8; 128];
-        pm.read(SB_REPLICA_BLOCK * BLOCK, &mut r);
+        pm.read(BlockNo(SB_REPLICA_BLOCK).off(), &mut r);
         let good = geo.encode_like(&p, &r);
         if Geometry::decode(&p, pm.len()).is_err() {
-            pm.write(0, &good);
-            pm.flush(0, 128);
+            pm.write(PmOff::ZERO, &good);
+            pm.flush(PmOff::ZERO, 128);
         }
         if Geometry::decode(&r, pm.len()).is_err() {
-            pm.write(SB_REPLICA_BLOCK * BLOCK, &good);
-            pm.flush(SB_REPLICA_BLOCK * BLOCK, 128);
+            pm.write(BlockNo(SB_REPLICA_BLOCK).off(), &good);
+            pm.flush(BlockNo(SB_REPLICA_BLOCK).off(), 128);
         }
         problems.clear();
-        pm.store_u64(SB_STATE_OFF, STATE_DIRTY);
-        pm.flush(SB_STATE_OFF, 8);
+        pm.store_u64(PmOff::ZERO + SB_STATE_OFF, STATE_DIRTY);
+        pm.flush(PmOff::ZERO + SB_STATE_OFF, 8);
         // Fence: the image is marked dirty before recovery changes anything, so a
         // crash from here on never trusts the saved free list.
         pm.fence();

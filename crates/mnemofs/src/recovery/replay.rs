@@ -1,11 +1,11 @@
 //! Step 4 of recovery: an inode's log chain, walked from head to tail, each
 //! committed entry checked and applied.
 
+use crate::addr::{BlockNo, PmOff};
 use crate::bugs::{self, Bug};
 use crate::format::{
-    get_u64, group_size, parse_commit, verify_entry, CommitState, Entry, Geometry, BLOCK,
-    INO_HEAD_OFF, INO_TAIL_OFF, LOG_DATA, LOG_MAGIC, LOG_MAGIC_OFF, LOG_NEXT_OFF, LOG_OWNER_OFF,
-    UNIT,
+    get_u64, group_size, parse_commit, verify_entry, CommitState, Entry, Geometry, INO_HEAD_OFF,
+    INO_TAIL_OFF, LOG_DATA, LOG_MAGIC, LOG_MAGIC_OFF, LOG_NEXT_OFF, LOG_OWNER_OFF, UNIT,
 };
 use crate::inode::InodeState;
 use crate::types::{FileKind, Ino};
@@ -43,13 +43,13 @@ pub(super) fn load_inode(
         if !seen.insert(p) {
             return Err(format!("inode {ino}: log chain has a cycle at block {p}"));
         }
-        let base = p * BLOCK;
-        if pm.read_u64(base + LOG_MAGIC_OFF) != LOG_MAGIC {
+        let base = BlockNo(p).off().get();
+        if pm.read_u64(PmOff(base) + LOG_MAGIC_OFF) != LOG_MAGIC {
             return Err(format!(
                 "inode {ino}: block {p} in its log chain is not a log page"
             ));
         }
-        let owner = pm.read_u64(base + LOG_OWNER_OFF);
+        let owner = pm.read_u64(PmOff(base) + LOG_OWNER_OFF);
         if owner != ino {
             return Err(format!(
                 "inode {ino}: log page {p} belongs to inode {owner}"
@@ -73,16 +73,16 @@ pub(super) fn load_inode(
             let rest = base + LOG_DATA - tail;
             if rest > 0 && !bugs::on(Bug::ReplayUncommitted) {
                 let mut buf = vec![0u8; rest as usize];
-                pm.read(tail, &mut buf);
+                pm.read(PmOff(tail), &mut buf);
                 if buf.iter().any(|&b| b != 0) {
-                    pm.zero(tail, rest);
-                    pm.flush(tail, rest);
+                    pm.zero(PmOff(tail), rest);
+                    pm.flush(PmOff(tail), rest);
                     *tail_fixes += 1;
                 }
             }
             break;
         }
-        p = pm.read_u64(base + LOG_NEXT_OFF);
+        p = pm.read_u64(PmOff(base) + LOG_NEXT_OFF);
     }
     if group.is_some() {
         return Err(format!(
@@ -120,7 +120,7 @@ fn read_entry(
         ));
     }
     let mut body = vec![0u8; len as usize];
-    pm.read(pos, &mut body);
+    pm.read(PmOff(pos), &mut body);
     if !verify_entry(&body, crc) {
         return Err(format!(
             "inode {ino}: log entry at {pos:#x}: checksum mismatch"
@@ -147,7 +147,7 @@ pub(crate) fn replay_page(
     let ino = st.ino;
     let mut pos = base;
     while pos < end {
-        match parse_commit(pm.read_u64(pos)) {
+        match parse_commit(pm.read_u64(PmOff(pos))) {
             CommitState::Uncommitted => {
                 if group.is_some() {
                     // Followers are persisted (fenced) before their leader's mark.
@@ -260,14 +260,14 @@ mod tests {
             pgoff: pg,
             block: geo.data_start + 100 + pg,
             npages: 1,
-            size_after: (pg + 1) * BLOCK,
+            size_after: crate::addr::page_start(pg + 1),
             mtime: Timespec::default(),
         }
     }
 
     fn replay(pm: &Vol, geo: &Geometry, log: &LogState) -> std::result::Result<Vec<u64>, String> {
         let mut st = InodeState::new(9, FileKind::Regular);
-        let base = log.pages[0] * BLOCK;
+        let base = BlockNo(log.pages[0]).off().get();
         let mut group = None;
         replay_page(pm, geo, &mut st, base, log.tail, &mut group)?;
         if group.is_some() {
@@ -285,7 +285,7 @@ mod tests {
         // Followers are marked, the leader is not: nothing counts, nothing is read.
         assert_eq!(replay(&pm, &geo, &log), Ok(vec![]));
         // Even a torn follower body is skipped unread without its leader.
-        pm.zero(r.offsets[1] + 8, 56);
+        pm.zero(PmOff(r.offsets[1] + 8), 56);
         assert_eq!(replay(&pm, &geo, &log), Ok(vec![]));
         let entries2 = vec![write(&geo, 0), write(&geo, 5), write(&geo, 9)];
         let r2 = log.reserve(&pm, &space, 9, &entries2).unwrap();

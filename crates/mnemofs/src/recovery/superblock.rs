@@ -1,15 +1,16 @@
 //! Step 1 of recovery: the superblock, primary or replica.
 
+use crate::addr::{BlockNo, PmOff};
 use crate::error::{FsError, Result};
-use crate::format::{Geometry, BLOCK, SB_REPLICA_BLOCK};
+use crate::format::{Geometry, SB_REPLICA_BLOCK};
 use crate::vol::Vol;
 /// Reads and validates the superblock; repairs the primary from the replica.
 pub(crate) fn read_superblock(pm: &Vol, problems: &mut Vec<String>) -> Result<Geometry> {
     let mut b = [0u8; 128];
-    pm.read(0, &mut b);
+    pm.read(PmOff::ZERO, &mut b);
     let primary = Geometry::decode(&b, pm.len());
     let mut r = [0u8; 128];
-    pm.read(SB_REPLICA_BLOCK * BLOCK, &mut r);
+    pm.read(BlockNo(SB_REPLICA_BLOCK).off(), &mut r);
     let replica = Geometry::decode(&r, pm.len());
     match (primary, replica) {
         (Ok(g), Ok(g2)) => {

@@ -1,7 +1,8 @@
 //! LAWN's shared state: the DRAM sub-zones, the lock-free page-table hints that
 //! writers prefetch through, the flags and counters the write-back thread shares.
 
-use crate::format::{Geometry, BLOCK};
+use crate::addr::page_of;
+use crate::format::Geometry;
 use crate::inode::Inode;
 use crate::types::Ino;
 use crossbeam_utils::CachePadded;
@@ -79,7 +80,7 @@ impl LawnCore {
     /// line (where a probe goes next).
     #[inline]
     pub fn prefetch(&self, ino: Ino, off: u64) {
-        let pgoff = off / BLOCK;
+        let pgoff = page_of(off);
         if let Some(h) = self.hints.get(self.sub_of(ino, pgoff)) {
             let (base, mask) = (
                 h.base.load(Ordering::Relaxed),

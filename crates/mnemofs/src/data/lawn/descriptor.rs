@@ -19,6 +19,7 @@
 //! clear → set → clear). The crash explorer's `--tear-16` modes check this by
 //! persisting either half alone.
 
+use crate::addr::PmOff;
 use crate::vol::Vol;
 use pm::Store16;
 
@@ -27,7 +28,7 @@ use pm::Store16;
 /// (`LawnCore::desc_store`, measured at mount). Torn, either is still safe (see
 /// above).
 #[inline]
-pub fn store(pm: &Vol, kind: Store16, off: u64, v: u128) {
+pub fn store(pm: &Vol, kind: Store16, off: PmOff, v: u128) {
     pm.store_u128_durable(kind, off, v);
 }
 

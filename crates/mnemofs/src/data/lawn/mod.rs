@@ -77,12 +77,12 @@ impl Lawn {
     /// returns, and only those 16-byte words are stored (zeros over zeros).
     pub fn new(pm: &Vol, geo: Geometry, subs: Vec<SubZone>, desc_store: Option<Store16>) -> Lawn {
         let desc_store = desc_store.unwrap_or_else(|| {
-            let offs: Vec<u64> = subs
+            let offs: Vec<crate::addr::PmOff> = subs
                 .first()
                 .map(|z| {
                     z.free_slots_iter()
                         .map(|i| geo.desc_off(i))
-                        .filter(|o| o % 64 == 0)
+                        .filter(|o| o.get() % 64 == 0)
                         .take(256)
                         .collect()
                 })

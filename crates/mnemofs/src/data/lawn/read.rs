@@ -1,7 +1,7 @@
 //! LAWN's part of the read path: zone slices newer than the file page, copied
 //! over what was read from the page.
 
-use crate::format::BLOCK;
+use crate::addr::page_start;
 use crate::types::Ino;
 use crate::vol::Vol;
 use std::sync::atomic::Ordering;
@@ -17,11 +17,11 @@ impl LawnCore {
         }
         let s = self.slot_size();
         let hi = lo + out.len() as u64;
-        if out.is_empty() || hi <= pgoff * BLOCK || lo >= (pgoff + 1) * BLOCK {
+        if out.is_empty() || hi <= page_start(pgoff) || lo >= page_start(pgoff + 1) {
             return;
         }
-        let s0 = ((lo.max(pgoff * BLOCK) - pgoff * BLOCK) / s) as u32;
-        let s1 = ((hi.min((pgoff + 1) * BLOCK) - 1 - pgoff * BLOCK) / s) as u32;
+        let s0 = ((lo.max(page_start(pgoff)) - page_start(pgoff)) / s) as u32;
+        let s1 = ((hi.min(page_start(pgoff + 1)) - 1 - page_start(pgoff)) / s) as u32;
         // LRU: a read counts as a use (the sub-zone lock is held for this line only).
         let runs = self.subs[self.sub_of(ino, pgoff)]
             .lock()
@@ -30,7 +30,7 @@ impl LawnCore {
             if r.desc.block != block {
                 continue;
             }
-            let a = pgoff * BLOCK + r.desc.first as u64 * s;
+            let a = page_start(pgoff) + r.desc.first as u64 * s;
             let b = a + r.desc.count as u64 * s;
             let (x, y) = (a.max(lo), b.min(hi));
             if x >= y {

@@ -17,6 +17,7 @@
 
 use super::descriptor::{decode, Decoded, Desc};
 use super::zone::SubZone;
+use crate::addr::BlockNo;
 use crate::format::{Geometry, BLOCK, DESC_SIZE};
 use crate::inode::InodeState;
 use crate::recovery::Mode;
@@ -143,7 +144,7 @@ pub(crate) fn scan(
         for &(at, d) in &misplaced {
             let b = &mut buf[..(d.count as u64 * s) as usize];
             pm.read(geo.slot_off(at), b);
-            pm.write_nt(d.block * BLOCK + d.first as u64 * s, b);
+            pm.write_nt(BlockNo(d.block).at(d.first as u64 * s), b);
         }
         // Fence: the misplaced runs' slices are in their pages before their
         // descriptors are cleared below.

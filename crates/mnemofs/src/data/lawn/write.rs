@@ -2,6 +2,7 @@
 //! file in place when the zone holds the newest copy; one descriptor store is the
 //! commit point (see the module doc of `lawn`).
 
+use crate::addr::BlockNo;
 use crate::bugs::{self, Bug};
 use crate::format::BLOCK;
 use crate::inode::Inode;
@@ -101,14 +102,14 @@ impl Lawn {
                 let at = (in_pg - lo) as usize;
                 // The stores first, so that they drain while the run is forgotten.
                 if at == 0 && data.len() == len {
-                    pm.write_nt(block * BLOCK + lo, data);
+                    pm.write_nt(BlockNo(block).at(lo), data);
                 } else {
                     // Slices only partly overwritten keep their zone bytes.
                     let (mut small, mut big) = ([0u8; SMALL_BUF], Vec::new());
                     let buf = scratch(&mut small, &mut big, len);
                     pm.read(core.geo.slot_off(r.slot), buf);
                     buf[at..at + data.len()].copy_from_slice(data);
-                    pm.write_nt(block * BLOCK + lo, buf);
+                    pm.write_nt(BlockNo(block).at(lo), buf);
                 }
                 let gone = z.detach(ino, pg, r.desc.first);
                 z.file_writes += 1;
@@ -166,7 +167,7 @@ impl Lawn {
                     // Patch the partly written slices to slot boundaries.
                     (small, big) = ([0u8; SMALL_BUF], Vec::new());
                     let buf = scratch(&mut small, &mut big, len);
-                    pm.read(block * BLOCK + lo, buf);
+                    pm.read(BlockNo(block).at(lo), buf);
                     buf[at..at + data.len()].copy_from_slice(data);
                     buf
                 };

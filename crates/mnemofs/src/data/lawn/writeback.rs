@@ -6,7 +6,8 @@
 //! slice; writers never wait for it (a full sub-zone makes them take page CoW).
 
 use super::*;
-use crate::format::BLOCK;
+use crate::addr::page_start;
+use crate::addr::BlockNo;
 use crate::vol::Vol;
 use std::sync::atomic::Ordering;
 use std::sync::Weak;
@@ -73,7 +74,7 @@ impl LawnCore {
         for r in runs {
             let b = scratch(&mut buf, &mut big, (r.desc.count as u64 * s) as usize);
             pm.read(self.geo.slot_off(r.slot), b);
-            pm.write_nt(r.desc.block * BLOCK + r.desc.first as u64 * s, b);
+            pm.write_nt(BlockNo(r.desc.block).at(r.desc.first as u64 * s), b);
         }
         // Fence: the file holds the zone copies before their descriptors go.
         pm.fence();
@@ -118,7 +119,7 @@ impl LawnCore {
                     continue;
                 };
                 let pg = v.desc.pgoff;
-                let _w = inode.data.write(pg * BLOCK, (pg + 1) * BLOCK);
+                let _w = inode.data.write(page_start(pg), page_start(pg + 1));
                 let runs = {
                     let z = self.subs[sub].lock();
                     // Still the same run? (The page may have been rewritten meanwhile.)
