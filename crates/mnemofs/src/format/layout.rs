@@ -195,25 +195,6 @@ impl Geometry {
     pub fn data_blocks(&self) -> u64 {
         self.total_blocks - self.data_start
     }
-
-    /// The data-block range of CPU `cpu`'s allocator.
-    pub fn cpu_range(&self, cpu: u32) -> (u64, u64) {
-        let n = self.data_blocks();
-        let per = n / self.cpus as u64;
-        let start = self.data_start + per * cpu as u64;
-        let end = if cpu + 1 == self.cpus {
-            self.total_blocks
-        } else {
-            start + per
-        };
-        (start, end)
-    }
-
-    /// Which CPU range a data block lies in.
-    pub fn block_cpu(&self, b: u64) -> u32 {
-        let per = (self.data_blocks() / self.cpus as u64).max(1);
-        (((b - self.data_start) / per) as u32).min(self.cpus - 1)
-    }
 }
 
 #[cfg(test)]
@@ -285,14 +266,7 @@ mod tests {
         assert!(!g.valid_ino(65537));
         assert_eq!(g.desc_off(3).get(), 2094 * BLOCK + 48);
         assert_eq!(g.slices_per_page(), 64);
-        // Data ranges: even split, the last CPU takes the remainder.
-        let per = g.data_blocks() / 4;
-        assert_eq!(g.cpu_range(0), (9959, 9959 + per));
-        assert_eq!(g.cpu_range(3), (9959 + 3 * per, g.total_blocks));
         assert!(!g.is_data_block(9958) && g.is_data_block(9959));
         assert!(!g.is_data_block(g.total_blocks));
-        assert_eq!(g.block_cpu(9959), 0);
-        assert_eq!(g.block_cpu(9959 + per), 1);
-        assert_eq!(g.block_cpu(g.total_blocks - 1), 3);
     }
 }

@@ -1,6 +1,6 @@
 //! Per-CPU page allocators (DRAM only; rebuilt from PM at mount).
 //!
-//! The data area is split into one contiguous range per CPU; each range keeps its free
+//! The data area is split into one contiguous range per CPU ([`placement`]); each range keeps its free
 //! extents in a B-tree (start → length) under its own lock, so threads on different
 //! CPUs allocate without contention. An allocation that its CPU cannot satisfy takes
 //! from the other CPUs. A small reserve is kept for log pages so that metadata
@@ -8,6 +8,9 @@
 
 use crate::error::{FsError, Result};
 use crate::format::Geometry;
+use placement::Placement;
+
+mod placement;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,6 +20,7 @@ const META_RESERVE_MAX: u64 = 256;
 
 pub(crate) struct Space {
     geo: Geometry,
+    placement: Placement,
     cpus: Vec<Mutex<BTreeMap<u64, u64>>>,
     free: AtomicU64,
     reserve: u64,
@@ -28,9 +32,13 @@ pub(crate) type Run = (u64, u64);
 impl Space {
     /// An allocator with nothing free.
     pub fn empty(geo: Geometry) -> Space {
+        let placement = Placement::per_cpu(&geo);
         Space {
             geo,
-            cpus: (0..geo.cpus).map(|_| Mutex::new(BTreeMap::new())).collect(),
+            placement,
+            cpus: (0..placement.ranges())
+                .map(|_| Mutex::new(BTreeMap::new()))
+                .collect(),
             free: AtomicU64::new(0),
             reserve: (geo.data_blocks() / 100).clamp(8, META_RESERVE_MAX),
         }
@@ -145,8 +153,8 @@ impl Space {
     fn free_run_split(&self, mut start: u64, mut len: u64) {
         debug_assert!(len == 0 || self.geo.is_data_block(start + len - 1));
         while len > 0 {
-            let cpu = self.geo.block_cpu(start);
-            let (_, end) = self.geo.cpu_range(cpu);
+            let cpu = self.placement.range_of(start);
+            let (_, end) = self.placement.range(cpu);
             let take = len.min(end - start);
             self.insert(cpu as usize, start, take);
             start += take;
