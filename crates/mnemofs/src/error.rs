@@ -79,7 +79,7 @@ pub enum FsError {
     Io(#[from] std::io::Error),
 }
 
-impl FsError {
+impl self::FsError {
     /// The errno for this error (positive value).
     pub fn errno(&self) -> i32 {
         match self {

@@ -36,7 +36,7 @@ pub struct FsckReport {
     pub lawn_runs: u64,
 }
 
-impl FsckReport {
+impl self::FsckReport {
     /// Whether fsck found no problem.
     pub fn is_clean(&self) -> bool {
         self.problems.is_empty()

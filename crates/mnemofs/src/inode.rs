@@ -408,8 +408,9 @@ pub(crate) struct Inode {
     /// inode's number is not reused until they are all forgotten, so the kernel never
     /// mistakes a new inode for an old one it still caches.
     pub lookups: AtomicU64,
-    /// Registered with the LAWN write-back thread (lawn/mod.rs).
-    pub lawn_registered: std::sync::atomic::AtomicBool,
+    /// The small-write mode has registered this inode (LAWN: with its write-back
+    /// thread, once per `Inode`); set by the data plane, never reset.
+    pub smallwrite_registered: std::sync::atomic::AtomicBool,
 }
 
 impl Inode {
@@ -422,7 +423,7 @@ impl Inode {
             data: FileLock::new(lock, segment_size),
             opens: AtomicU32::new(0),
             lookups: AtomicU64::new(0),
-            lawn_registered: std::sync::atomic::AtomicBool::new(false),
+            smallwrite_registered: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }

@@ -75,9 +75,9 @@ impl Lawn {
         // it once per `Inode` (a freed inode's number may be reused by a new one),
         // before a run of it can exist, so the thread never locks the page of an
         // older inode that had this number while this write is under way.
-        if !inode.lawn_registered.load(Ordering::Acquire) {
+        if !inode.smallwrite_registered.load(Ordering::Acquire) {
             core.handles.lock().insert(ino, Arc::downgrade(inode));
-            inode.lawn_registered.store(true, Ordering::Release);
+            inode.smallwrite_registered.store(true, Ordering::Release);
         }
         // Under the sub-zone lock: decide, issue the slices' non-temporal stores (to
         // fresh slots, or to the file when the zone holds the newest copy), then
