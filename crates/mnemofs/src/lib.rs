@@ -1,19 +1,17 @@
 //! mnemofs engine: a NOVA-lineage persistent-memory file system.
 //!
-//! Layers (DESIGN.md §1), one module each:
-//! - [`format`]: on-PM layout (superblock, inodes, log entries, journal), byte for byte
-//!   as docs/FORMAT.md describes it.
-//! - [`space`]: per-CPU page allocators.
-//! - [`journal`]: the per-CPU lite journal (undo records of 8-byte words) that makes
-//!   multi-inode operations atomic.
-//! - [`log`]: per-inode logs of commit-marked entries, log GC.
-//! - [`lock`]: the per-file lock abstraction (`inode` mode: NOVA's rwlock).
-//! - [`cow`]: page copy-on-write file data.
-//! - `lawn`: LAWN alternate writing of sub-page writes (zone, descriptors, write-back).
-//! - `finelog`: the fine-grained redo-log baseline for sub-page writes.
-//! - [`namespace`]: directories, links, rename.
-//! - [`recovery`]: mount, journal rollback, log replay, free-list rebuild.
-//! - [`fsck`]: the checker.
+//! [`Fs`] (`engine`) is the engine and its public API; frontends use it through the
+//! [`FileSystem`] interface ([`api`]). Below it, top to bottom (docs/ARCHITECTURE.md):
+//! - `namespace`: names, links, rename, attributes;
+//! - `data`: the data plane — read path, write dispatch, invalidation point; page
+//!   CoW (`data::cow`), the fine-log baseline (`data::finelog`), LAWN (`data::lawn`);
+//! - `itable`, `inode`, `index`, `lock`: DRAM inodes, page indexes, range locks;
+//! - `store`, `log`, `journal`: the log-commit machinery over the volume, per-inode
+//!   logs of commit-marked entries, the lite journal;
+//! - `space`: per-CPU allocators and placement; `freelist`: the saved free list;
+//! - `recovery` (mount and [`fsck`]), `mkfs`;
+//! - [`format`]: on-PM codecs with named byte offsets (docs/FORMAT.md);
+//! - [`addr`]: block numbers and PM offsets; `vol`: the engine's only PM handle.
 //!
 //! All PM access goes through the `pm` crate.
 
