@@ -1,6 +1,6 @@
 //! The engine interface: [`FileSystem`], the calls a frontend (the FUSE adapter, the
 //! bench harness, later the cluster client's users) makes on a mounted file system,
-//! implemented by the local engine [`Fs`] (in `engine.rs`).
+//! implemented by the local engine [`Fs`](crate::Fs) (in `engine.rs`).
 //!
 //! Frontends are generic over `E: FileSystem` (monomorphized: the local engine's
 //! calls inline exactly as the inherent ones did), so another implementation — a
@@ -39,14 +39,14 @@ use crate::types::{Attr, DirEntry, Ino, RenameFlags, SetAttr, StatFs};
 ///
 /// # What is not in the trait
 ///
-/// Local-engine facts and maintenance calls stay inherent methods of [`Fs`] and are
+/// Local-engine facts and maintenance calls stay inherent methods of [`Fs`](crate::Fs) and are
 /// reached through the concrete type by code that built the local engine:
 /// `lawn_writeback`, `lock_memory`, `log_bytes`, `geometry`, `thread_counters`,
 /// `marker` (the crash explorer's), `pm_profile`, `map_mode` and `flush_kind`
 /// (how the local image is mapped). [`pm_counters`](Self::pm_counters) is in the
 /// trait with a default (all zeros) because the harness reads it around every
 /// measured phase; an implementation that maps PM itself overrides it. Statistics are
-/// an associated type ([`Stats`](Self::Stats)): the local engine's [`FsStats`] carry
+/// an associated type ([`Stats`](Self::Stats)): the local engine's [`FsStats`](crate::FsStats) carry
 /// PM, LAWN and lock-mode fields that another implementation would not have.
 pub trait FileSystem: Send + Sync {
     /// An open file as [`open_handle`](Self::open_handle) returns it: whatever lets

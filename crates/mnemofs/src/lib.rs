@@ -9,8 +9,8 @@
 //! - `store`, `log`, `journal`: the log-commit machinery over the volume, per-inode
 //!   logs of commit-marked entries, the lite journal;
 //! - `space`: per-CPU allocators and placement; `freelist`: the saved free list;
-//! - `recovery` (mount and [`fsck`]), `mkfs`;
-//! - [`format`]: on-PM codecs with named byte offsets (docs/FORMAT.md);
+//! - `recovery` (mount and [`fsck`](mod@fsck)), `mkfs`;
+//! - [`format`](mod@format): on-PM codecs with named byte offsets (docs/FORMAT.md);
 //! - [`addr`]: block numbers and PM offsets; `vol`: the engine's only PM handle.
 //!
 //! All PM access goes through the `pm` crate.
