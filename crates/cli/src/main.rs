@@ -1,6 +1,7 @@
 //! `mnemofs`: format, mount, check and inspect mnemofs file systems.
 
 mod bench;
+#[cfg(feature = "crashtest")]
 mod crashtest;
 mod error;
 mod fsck;
@@ -41,7 +42,15 @@ enum Cmd {
     /// Benchmarks: a workload in-process, presets side by side, kernel peers, the suite
     Bench(Box<bench::BenchArgs>),
     /// Explore crash states of generated workloads (exit 0 none, 1 violations, 2 usage)
+    #[cfg(feature = "crashtest")]
     Crashtest(crashtest::CrashtestArgs),
+    /// Not in this build (built without the `crashtest` feature): refused, exit 2
+    #[cfg(not(feature = "crashtest"))]
+    #[command(hide = true, disable_help_flag = true)]
+    Crashtest {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn main() {
@@ -71,7 +80,15 @@ fn main() {
         Cmd::Fsck(a) => fsck::run(a),
         Cmd::Stat(a) => stat::run(a).map(|()| 0),
         Cmd::Bench(a) => bench::run(a),
+        #[cfg(feature = "crashtest")]
         Cmd::Crashtest(a) => crashtest::run(a),
+        #[cfg(not(feature = "crashtest"))]
+        Cmd::Crashtest { .. } => Err(CliError::new(
+            "this mnemofs was built without the crash explorer and its fault injection \
+             (cargo feature `crashtest` of mnemofs-cli, on by default); rebuild with \
+             default features to run crashtest or --inject-bug",
+        )
+        .with_code(2)),
     };
     let code = match result {
         Ok(code) => code,

@@ -2,10 +2,15 @@
 //!
 //! Each is modelled on a real PM file-system bug (Chipmunk, EuroSys'23; Vinter,
 //! ATC'22): a missing flush or fence, an in-place update where an atomic one is
-//! needed, recovery that trusts too much. None is ever on unless a tool calls
-//! [`inject`]; the check on the normal path is one relaxed atomic load.
-
-use std::sync::atomic::{AtomicU64, Ordering};
+//! needed, recovery that trusts too much.
+//!
+//! Injection is compiled in only with the crate's `fault-injection` cargo feature
+//! (the crash explorer, `crates/crashtest`, turns it on). With it, none is ever on
+//! unless a tool calls `inject`, and each check in the engine is one relaxed atomic
+//! load. Without it, `inject` does not exist and every check is the constant `false`,
+//! so the engine has no load and no branch for them. [`Bug`], [`ALL`] and [`by_name`]
+//! exist either way (a tool can list the bugs); [`ENABLED`] says whether they can be
+//! turned on.
 
 /// One deliberate bug; [`ALL`] names and describes each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,21 +131,38 @@ pub const ALL: &[(&str, Bug, &str)] = &[
     ),
 ];
 
-static ACTIVE: AtomicU64 = AtomicU64::new(0);
-
-/// Turns one bug on (or all off with `None`), process-wide. For the crash explorer
-/// only.
-#[doc(hidden)]
-pub fn inject(bug: Option<Bug>) {
-    ACTIVE.store(bug.map(|b| 1u64 << b as u64).unwrap_or(0), Ordering::SeqCst);
-}
+/// Whether this build can inject bugs (the `fault-injection` feature is on).
+pub const ENABLED: bool = cfg!(feature = "fault-injection");
 
 /// Looks a bug up by name.
 pub fn by_name(name: &str) -> Option<Bug> {
     ALL.iter().find(|(n, _, _)| *n == name).map(|&(_, b, _)| b)
 }
 
+#[cfg(feature = "fault-injection")]
+static ACTIVE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Turns one bug on (or all off with `None`), process-wide. For the crash explorer
+/// only; exists only with the `fault-injection` feature.
+#[cfg(feature = "fault-injection")]
+#[doc(hidden)]
+pub fn inject(bug: Option<Bug>) {
+    ACTIVE.store(
+        bug.map(|b| 1u64 << b as u64).unwrap_or(0),
+        std::sync::atomic::Ordering::SeqCst,
+    );
+}
+
+/// Whether `b` is on: one relaxed load.
+#[cfg(feature = "fault-injection")]
 #[inline]
 pub(crate) fn on(b: Bug) -> bool {
-    ACTIVE.load(Ordering::Relaxed) & (1u64 << b as u64) != 0
+    ACTIVE.load(std::sync::atomic::Ordering::Relaxed) & (1u64 << b as u64) != 0
+}
+
+/// Never: this build cannot inject bugs, and the check folds away.
+#[cfg(not(feature = "fault-injection"))]
+#[inline(always)]
+pub(crate) const fn on(_: Bug) -> bool {
+    false
 }

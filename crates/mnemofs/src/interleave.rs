@@ -6,10 +6,12 @@
 //! reproducible, and covers the orders that matter to the concurrent append protocol
 //! (`log` module): reservations made in one order, marks and tails in another.
 //!
-//! The hook is per thread and off by default; the cost when off is one relaxed load.
+//! The hook is per thread and off by default. It is compiled in only with the crate's
+//! `fault-injection` cargo feature (the crash explorer, `crates/crashtest`, turns it
+//! on): with it, a point where no hook was ever installed costs one relaxed load;
+//! without it, `set_thread_hook` does not exist and every point is an empty inline
+//! function, nothing at all.
 
-use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// Where a concurrent data write may be interleaved with others.
@@ -27,23 +29,29 @@ pub enum Point {
 /// Called at every point on the thread that installed it.
 pub type Hook = Arc<dyn Fn(Point) + Send + Sync>;
 
-static ANY: AtomicBool = AtomicBool::new(false);
+#[cfg(feature = "fault-injection")]
+static ANY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+#[cfg(feature = "fault-injection")]
 thread_local! {
-    static HOOK: RefCell<Option<Hook>> = const { RefCell::new(None) };
+    static HOOK: std::cell::RefCell<Option<Hook>> = const { std::cell::RefCell::new(None) };
 }
 
-/// Installs (or with `None` removes) the calling thread's hook.
+/// Installs (or with `None` removes) the calling thread's hook. Exists only with the
+/// `fault-injection` feature.
+#[cfg(feature = "fault-injection")]
 pub fn set_thread_hook(h: Option<Hook>) {
     if h.is_some() {
-        ANY.store(true, Ordering::Relaxed);
+        ANY.store(true, std::sync::atomic::Ordering::Relaxed);
     }
     HOOK.with(|c| *c.borrow_mut() = h);
 }
 
+/// Hands the turn to the calling thread's hook, if it installed one.
+#[cfg(feature = "fault-injection")]
 #[inline]
 pub(crate) fn point(p: Point) {
-    if !ANY.load(Ordering::Relaxed) {
+    if !ANY.load(std::sync::atomic::Ordering::Relaxed) {
         return;
     }
     let h = HOOK.with(|c| c.borrow().clone());
@@ -51,3 +59,8 @@ pub(crate) fn point(p: Point) {
         h(p);
     }
 }
+
+/// Nothing: this build has no interleaving hook.
+#[cfg(not(feature = "fault-injection"))]
+#[inline(always)]
+pub(crate) fn point(_: Point) {}
