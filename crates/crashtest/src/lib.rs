@@ -262,7 +262,7 @@ fn recover(img: &[u8], trace: bool) -> Result<(Fs, Vec<String>, Vec<Event>), Str
 fn fsck(img: &[u8]) -> Result<(), String> {
     let mut pm = Pm::anonymous(img.len() as u64).map_err(|e| e.to_string())?;
     pm.load_image(img);
-    let r = guarded(|| mnemofs::fsck::fsck_private(&pm))
+    let r = guarded(|| mnemofs::fsck::fsck_private(&mut pm))
         .map_err(|p| format!("fsck panicked: {p}"))?
         .map_err(|e| format!("fsck: {e}"))?;
     if r.is_clean() {
@@ -300,7 +300,7 @@ fn diff(got: &[String], want: &[String]) -> String {
 fn base_image() -> Result<Vec<u8>, String> {
     let mut pm = Pm::anonymous(IMAGE_SIZE).map_err(|e| e.to_string())?;
     mnemofs::mkfs_pm(
-        &pm,
+        &mut pm,
         &MkfsOptions {
             size: IMAGE_SIZE,
             cpus: 1,

@@ -53,13 +53,13 @@ pub fn fsck(path: &Path) -> Result<FsckReport> {
 
 /// Checks a mapped region (on a private copy).
 pub fn fsck_pm(pm: &Pm) -> Result<FsckReport> {
-    let copy = pm.clone_anonymous().map_err(FsError::from)?;
-    fsck_private(&copy)
+    let mut copy = pm.clone_anonymous().map_err(FsError::from)?;
+    fsck_private(&mut copy)
 }
 
 /// Checks a region that is already a private copy: recovery runs on it and changes
 /// it (the crash explorer's copies; nobody else may use `pm` afterwards).
-pub fn fsck_private(pm: &Pm) -> Result<FsckReport> {
+pub fn fsck_private(pm: &mut Pm) -> Result<FsckReport> {
     let pm = Vol::of(pm);
     let rec = recovery::recover(pm, Mode::Fsck, true)?;
     let (loaded, subs) = (rec.loaded, rec.subs);

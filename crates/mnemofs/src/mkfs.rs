@@ -41,9 +41,9 @@ pub fn mkfs(path: &Path, opts: &MkfsOptions) -> Result<()> {
         zone_params(opts),
     )?;
     if !opts.force {
-        if let Ok(existing) = Pm::open(path, false) {
+        if let Ok(mut existing) = Pm::open(path, false) {
             let mut scratch = Vec::new();
-            if recovery::read_superblock(Vol::of(&existing), &mut scratch).is_ok() {
+            if recovery::read_superblock(Vol::of(&mut existing), &mut scratch).is_ok() {
                 return Err(FsError::AlreadyFormatted {
                     path: path.to_path_buf(),
                 });
@@ -58,7 +58,7 @@ pub fn mkfs(path: &Path, opts: &MkfsOptions) -> Result<()> {
 
 /// Formats an already mapped region (anonymous memory in tests and the crash
 /// explorer).
-pub fn mkfs_pm(pm: &Pm, opts: &MkfsOptions) -> Result<()> {
+pub fn mkfs_pm(pm: &mut Pm, opts: &MkfsOptions) -> Result<()> {
     let size = pm.len().min(opts.size);
     let geo = Geometry::compute_zoned(
         size,

@@ -16,9 +16,8 @@
 //! the owner of its slot run (read only by recovery). No safe code outside this
 //! crate can reach them.
 //!
-//! `Vol::of` views a region the caller lends (`mkfs_pm`, `fsck_private`): those
-//! functions write it through a shared borrow, so they rely on the caller not using
-//! the region from another thread meanwhile, which the borrow alone does not prove.
+//! `Vol::of` views a region the caller lends (`mkfs_pm`, `fsck_private`) by an
+//! exclusive borrow, so no other thread can use it while they write it.
 
 use crate::addr::PmOff;
 use pm::{CounterSnapshot, FlushKind, MapMode, Marker, Pm, PmProfile, Store16, Volume};
@@ -33,9 +32,10 @@ impl Vol {
         Vol(Volume::single(pm))
     }
 
-    /// Views a borrowed region as a volume (formatting and checking a region the
-    /// caller keeps).
-    pub fn of(pm: &Pm) -> &Vol {
+    /// Views a region the caller lends exclusively as a volume (formatting and
+    /// checking a region the caller keeps): while the returned borrow lives, no other
+    /// thread can reach the region.
+    pub fn of(pm: &mut Pm) -> &Vol {
         let v = Volume::of(pm);
         // SAFETY: `Vol` is `repr(transparent)` over `Volume`, so the two references
         // have the same layout and validity; the lifetime is carried over.

@@ -225,7 +225,7 @@ fn usable(fs: &Fs) {
 fn every_fence_of_every_operation_recovers_atomically() {
     let mut base_pm = Pm::anonymous(SIZE).unwrap();
     mnemofs::mkfs_pm(
-        &base_pm,
+        &mut base_pm,
         &MkfsOptions {
             size: SIZE,
             cpus: 2,
