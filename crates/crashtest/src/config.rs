@@ -61,6 +61,10 @@ pub struct Config {
     /// How the traced runs store LAWN descriptors (named: measuring the cheaper way
     /// at mount would make traces differ from run to run).
     pub desc_store: pm::Store16,
+    /// CPUs of the traced images (per-CPU journals, allocators, inode tables, LAWN
+    /// sub-zones); with more than one, each operation's thread is pinned to a host
+    /// CPU that the engine maps to the image CPU the operation is assigned to.
+    pub cpus: u32,
 }
 
 impl Config {
@@ -79,6 +83,7 @@ impl Config {
             small_write: mnemofs::SmallWriteMode::Cow,
             tear16: crash::Tear16::No,
             desc_store: pm::Store16::NonTemporal,
+            cpus: 1,
             threads: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1),
@@ -108,6 +113,9 @@ pub(crate) fn reproduce(cfg: &Config, idx: usize) -> String {
     }
     if cfg.small_write == mnemofs::SmallWriteMode::Lawn && cfg.desc_store == pm::Store16::Cached {
         s += " --desc-store cached";
+    }
+    if cfg.cpus != 1 {
+        s += &format!(" --cpus {}", cfg.cpus);
     }
     if let Some(b) = &cfg.bug {
         if let Some(x) = mnemofs::bugs::ALL.iter().find(|x| x.1 == *b) {

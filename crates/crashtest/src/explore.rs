@@ -50,6 +50,20 @@ pub fn workload_count(cfg: &Config) -> usize {
     }
 }
 
+/// A traced run without crash exploration: the empty image of `cfg` and the PM
+/// events of single-thread workload `idx` run on it (for tests that inspect what the
+/// traced runs touch, e.g. which CPUs' journals).
+pub fn trace(cfg: &Config, idx: usize) -> Result<(Vec<u8>, Vec<pm::Event>), String> {
+    let ops = workloads(cfg)
+        .into_iter()
+        .find(|(i, _)| *i == idx)
+        .map(|(_, ops)| ops)
+        .ok_or_else(|| format!("no {} workload {idx}", cfg.kind.name()))?;
+    let base = base_image(cfg.cpus)?;
+    let events = seq::trace(cfg, &base, idx, &ops)?;
+    Ok((base, events))
+}
+
 /// Explores `cfg` on `cfg.threads` threads; `progress` is called after every
 /// workload.
 pub fn run(cfg: &Config, mut progress: impl FnMut(&Report)) -> Result<Report, String> {
@@ -94,7 +108,7 @@ impl Shared {
 
 fn run_inner(cfg: &Config, progress: &mut dyn FnMut(&Report)) -> Result<Report, String> {
     let t0 = Instant::now();
-    let base = base_image()?;
+    let base = base_image(cfg.cpus)?;
     let wls: Vec<Item> = if cfg.kind == Kind::Multi {
         multi_items(cfg)
     } else {
@@ -112,6 +126,8 @@ fn run_inner(cfg: &Config, progress: &mut dyn FnMut(&Report)) -> Result<Report, 
                 .find(|x| x.1 == b)
                 .map(|x| x.0.to_string())
         }),
+        cpus: cfg.cpus,
+        cpus_reached: crate::image::Pins::new(cfg.cpus).reachable(),
         ..Default::default()
     };
     let shared = Shared {

@@ -29,5 +29,5 @@ mod seq;
 pub mod workload;
 
 pub use config::{Config, Kind, DEFAULT_MULTI_WORKLOADS, IMAGE_SIZE};
-pub use explore::{run, workload_count, workloads};
+pub use explore::{run, trace, workload_count, workloads};
 pub use report::{Report, Violation};

@@ -18,7 +18,7 @@ use crate::check::{check_multi_state, diff, guarded};
 use crate::config::Config;
 use crate::crash::Tracker;
 use crate::explore::{Shared, RANDOM_CHOICES};
-use crate::image::traced_mount;
+use crate::image::{op_cpu, traced_mount, Pins};
 use crate::model::Model;
 use crate::report::{Recorder, Report, MAX_PER_WORKLOAD};
 use crate::workload::{apply_fs, dump_fs, Op};
@@ -244,11 +244,14 @@ impl Scheduler {
 pub const PANICKED: i32 = -1;
 
 /// Runs the threads of `w` on `fs` under the scheduler; `marker(t, k, begin)` is
-/// called around operation `k` of thread `t`. Returns each operation's result.
+/// called around operation `k` of thread `t`, and `pin(t, k)` before it (to move the
+/// thread onto the CPU the operation is assigned to). Returns each operation's
+/// result.
 pub fn run_threads(
     fs: &Fs,
     w: &Workload,
     marker: &(dyn Fn(usize, usize, bool) + Sync),
+    pin: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Vec<Vec<Result<(), i32>>>, String> {
     let n = w.threads.len();
     let sched = Scheduler::new(n, w.schedule);
@@ -263,6 +266,7 @@ pub fn run_threads(
                     sched.start(t);
                     let mut res = Vec::new();
                     for (k, op) in ops.iter().enumerate() {
+                        pin(t, k);
                         marker(t, k, true);
                         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                             apply_fs(fs, op)
@@ -315,9 +319,11 @@ pub(crate) fn explore(
             return;
         }
     };
+    let pins = Pins::new(cfg.cpus);
     let setup = setup(&fs, w.fragment);
     let mut model0 = Model::default();
-    for op in &setup {
+    for (k, op) in setup.iter().enumerate() {
+        pins.pin(op_cpu(cfg.cpus, idx, 0, k));
         let got = guarded(|| apply_fs(&fs, op));
         let want = model0.apply(op);
         if got.as_ref().ok() != Some(&want) {
@@ -338,7 +344,8 @@ pub(crate) fn explore(
             Marker::OpEnd(m)
         });
     };
-    let results = match run_threads(&fs, w, &marker) {
+    let pin = |t: usize, k: usize| pins.pin(op_cpu(cfg.cpus, idx, t + 1, k));
+    let results = match run_threads(&fs, w, &marker, &pin) {
         Ok(r) => r,
         Err(e) => {
             viol.violate(rep, "concurrent run".into(), e);
@@ -396,6 +403,7 @@ pub(crate) fn explore(
     }
     let events = rec.take();
     drop(fs);
+    drop(pins);
 
     // 2. Replay; crash at every fence while an operation is in flight, and at every
     // return.

@@ -31,6 +31,11 @@ pub struct Report {
     pub seconds: f64,
     pub states_per_second: f64,
     pub injected_bug: Option<String>,
+    /// CPUs of the traced images.
+    pub cpus: u32,
+    /// Image CPUs the traced runs could be pinned to (fewer than `cpus` when this
+    /// host has too few CPUs: the engine maps a host CPU `c` to image CPU `c % cpus`).
+    pub cpus_reached: u32,
     #[serde(skip)]
     pub details: Vec<Violation>,
 }

@@ -6,7 +6,7 @@ use crate::check::{check_state, diff, guarded};
 use crate::config::Config;
 use crate::crash::Tracker;
 use crate::explore::{Shared, RANDOM_CHOICES};
-use crate::image::traced_mount;
+use crate::image::{op_cpu, traced_mount, Pins};
 use crate::model::Model;
 use crate::report::{Recorder, Report, MAX_PER_WORKLOAD};
 use crate::workload::{self, apply_fs, dump_fs, Op};
@@ -21,73 +21,20 @@ pub(crate) fn explore(
     shared: &Shared,
     rep: &mut Report,
 ) {
-    let mut setup = workload::setup();
-    if cfg.small_write != mnemofs::SmallWriteMode::Cow {
-        setup.extend(workload::small_setup());
-    }
+    let setup = setup_ops(cfg);
     let all: Vec<Op> = setup.iter().chain(ops.iter()).cloned().collect();
     let first_crash_op = setup.len();
     let op_names: Vec<String> = ops.iter().map(|o| o.to_string()).collect();
     let mut viol = Recorder::new(cfg, shared, idx, op_names);
 
     // 1. Run once, traced, beside the oracle.
-    let (fs, rec) = match traced_mount(cfg, base) {
+    let (events, dumps) = match traced_run(cfg, base, idx, &all) {
         Ok(x) => x,
         Err((point, what)) => {
-            viol.violate(rep, point.into(), what);
+            viol.violate(rep, point, what);
             return;
         }
     };
-    let mut model = Model::default();
-    let mut dumps = vec![model.dump()];
-    for (k, op) in all.iter().enumerate() {
-        fs.marker(Marker::OpBegin(k.to_string()));
-        let got = guarded(|| apply_fs(&fs, op));
-        fs.marker(Marker::OpEnd(k.to_string()));
-        let want = model.apply(op);
-        let got = match got {
-            Ok(g) => g,
-            Err(p) => {
-                viol.violate(rep, format!("{op}"), format!("engine panicked: {p}"));
-                return;
-            }
-        };
-        if got != want {
-            {
-                viol.violate(
-                    rep,
-                    format!("{op}"),
-                    format!("engine returned {got:?}, the oracle {want:?}"),
-                );
-                return;
-            };
-        }
-        let now = model.dump();
-        match guarded(|| dump_fs(&fs)) {
-            Ok(Ok(d)) if d == now => {}
-            Ok(Ok(d)) => {
-                {
-                    viol.violate(rep, format!("after {op} (no crash)"), diff(&d, &now));
-                    return;
-                };
-            }
-            Ok(Err(e)) => {
-                viol.violate(rep, format!("after {op} (no crash)"), e);
-                return;
-            }
-            Err(p) => {
-                viol.violate(
-                    rep,
-                    format!("after {op} (no crash)"),
-                    format!("panicked: {p}"),
-                );
-                return;
-            }
-        }
-        dumps.push(now);
-    }
-    let events = rec.take();
-    drop(fs);
 
     // 2. Replay the trace; crash at every fence inside a workload operation and at
     // its return.
@@ -176,4 +123,81 @@ pub(crate) fn explore(
             tracker.apply(e);
         }
     }
+}
+
+/// The setup of every single-thread workload of `cfg`.
+fn setup_ops(cfg: &Config) -> Vec<Op> {
+    let mut setup = workload::setup();
+    if cfg.small_write != mnemofs::SmallWriteMode::Cow {
+        setup.extend(workload::small_setup());
+    }
+    setup
+}
+
+/// The PM events of the traced run of workload `idx` (`ops`) of `cfg` from the image
+/// `base`, without exploring crashes (the `crashtest::trace` of tests).
+pub(crate) fn trace(
+    cfg: &Config,
+    base: &[u8],
+    idx: usize,
+    ops: &[Op],
+) -> Result<Vec<Event>, String> {
+    let all: Vec<Op> = setup_ops(cfg)
+        .into_iter()
+        .chain(ops.iter().cloned())
+        .collect();
+    traced_run(cfg, base, idx, &all)
+        .map(|(events, _)| events)
+        .map_err(|(point, what)| format!("{point}: {what}"))
+}
+
+/// The PM events of a traced run and the oracle's trees.
+type Traced = (Vec<Event>, Vec<Vec<String>>);
+
+/// Runs the operations `all` of workload `idx` once on a traced mount of `base`,
+/// each on its CPU (`op_cpu`), beside the oracle; returns the PM events and the
+/// oracle's tree before the first operation and after each one. An error is a
+/// violation: where, and what.
+fn traced_run(
+    cfg: &Config,
+    base: &[u8],
+    idx: usize,
+    all: &[Op],
+) -> Result<Traced, (String, String)> {
+    let (fs, rec) = match traced_mount(cfg, base) {
+        Ok(x) => x,
+        Err((point, what)) => return Err((point.into(), what)),
+    };
+    let pins = Pins::new(cfg.cpus);
+    let mut model = Model::default();
+    let mut dumps = vec![model.dump()];
+    for (k, op) in all.iter().enumerate() {
+        pins.pin(op_cpu(cfg.cpus, idx, 0, k));
+        fs.marker(Marker::OpBegin(k.to_string()));
+        let got = guarded(|| apply_fs(&fs, op));
+        fs.marker(Marker::OpEnd(k.to_string()));
+        let want = model.apply(op);
+        let got = match got {
+            Ok(g) => g,
+            Err(p) => return Err((format!("{op}"), format!("engine panicked: {p}"))),
+        };
+        if got != want {
+            return Err((
+                format!("{op}"),
+                format!("engine returned {got:?}, the oracle {want:?}"),
+            ));
+        }
+        let now = model.dump();
+        match guarded(|| dump_fs(&fs)) {
+            Ok(Ok(d)) if d == now => {}
+            Ok(Ok(d)) => return Err((format!("after {op} (no crash)"), diff(&d, &now))),
+            Ok(Err(e)) => return Err((format!("after {op} (no crash)"), e)),
+            Err(p) => return Err((format!("after {op} (no crash)"), format!("panicked: {p}"))),
+        }
+        dumps.push(now);
+    }
+    let events = rec.take();
+    drop(fs);
+    drop(pins);
+    Ok((events, dumps))
 }
