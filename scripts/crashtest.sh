@@ -6,7 +6,8 @@
 # Env: CRASH_SEQ2_SAMPLE (seq-2 workloads, default 24), CRASH_RANDOM_STATES
 #      (default 20000), CRASH_MULTI_STATES (default 20000), CRASH_SMALL_STATES
 #      (fine-log seq-1 and LAWN random, default 25000), CRASH_TEAR_STATES (LAWN seq-1
-#      with torn 16-byte stores, per order, default 15000).
+#      with torn 16-byte stores, per order, default 15000), CRASH_CPUS_STATES (each
+#      run on 2-CPU images, default 8000).
 # LAWN descriptors are stored one of two ways, whichever a mount measures cheaper
 # (--desc-store nt|cached in the explorer): the LAWN runs cover both. LAWN bugs
 # (lawn-*) run with --small-write lawn, once per way.
@@ -36,6 +37,15 @@ for order in low-first high-first; do
       --max-states "$(( ${CRASH_TEAR_STATES:-15000} * 2 / 3 ))"
   done
 done
+# 2-CPU images: per-CPU journals, allocators and inode tables, and LAWN across two
+# sub-zones (each traced operation runs pinned to the CPU it is assigned to).
+cpus_states=${CRASH_CPUS_STATES:-8000}
+run crashtest --cpus 2 --workload seq1 --sample 12 --seed 1 --max-states "$cpus_states"
+run crashtest --cpus 2 --workload random --seed 4 --max-states "$cpus_states"
+run crashtest --cpus 2 --workload multi --seed 3 --lock segment --max-states "$cpus_states"
+run crashtest --cpus 2 --workload seq1 --small-write lawn --sample 12 --seed 2 --max-states "$cpus_states"
+run crashtest --cpus 2 --workload seq1 --small-write finelog --sample 12 --seed 3 \
+  --max-states "$cpus_states"
 
 missed=()
 for bug in $("$MNEMOFS" crashtest --list-bugs | awk '{ print $1 }'); do
@@ -58,6 +68,22 @@ for bug in $("$MNEMOFS" crashtest --list-bugs | awk '{ print $1 }'); do
       missed+=("$bug/$how")
     fi
   done
+done
+# The journal and allocator bugs on 2-CPU images too (the workload where each shows
+# first; tail-not-max on multi).
+for case in "journal-records-unfenced seq1 0" "journal-retired-early seq1 0" \
+  "replay-uncommitted seq1 1" "free-list-before-rollback seq1 0" \
+  "free-before-commit seq1 15" "data-not-persisted seq1 0" "tail-not-max multi 1"; do
+  read -r bug wl only <<<"$case"
+  rc=0
+  out=$("$MNEMOFS" crashtest --cpus 2 --workload "$wl" --only "$only" --inject-bug "$bug" \
+    --max-violations 1 --no-recovery-crashes) || rc=$?
+  if ((rc == 1)); then
+    echo "caught $bug (2 CPUs): $(grep -m1 'what:' <<<"$out" | sed 's/^ *what: *//' | cut -c1-120)"
+  else
+    echo "NOT caught: $bug (2 CPUs; exit status $rc)"
+    missed+=("$bug/2cpus")
+  fi
 done
 ((${#missed[@]} == 0)) || die "injected bugs not caught: ${missed[*]}"
 echo "crashtest OK"

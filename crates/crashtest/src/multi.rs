@@ -14,13 +14,25 @@
 //! thread's operation in flight is all or nothing, independently of the others
 //! (threads write disjoint bytes; the size is the largest end written).
 
-use crate::workload::{apply_fs, Op};
+use crate::check::{check_multi_state, diff, guarded};
+use crate::config::Config;
+use crate::crash::Tracker;
+use crate::explore::{Shared, RANDOM_CHOICES};
+use crate::image::{op_cpu, traced_mount, Pins};
+use crate::model::Model;
+use crate::report::{Recorder, Report, MAX_PER_WORKLOAD};
+use crate::workload::{apply_fs, dump_fs, Op};
 use mnemofs::interleave::{self, Point};
 use mnemofs::Fs;
+use pm::{Event, Marker};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
+
+/// Crash points with more lines than this in flight (several threads' data pages)
+/// explore single lines, not every pair.
+const MULTI_PAIR_LINES: usize = 24;
 
 /// The shared file.
 pub const FILE: &str = "shared";
@@ -235,11 +247,14 @@ impl Scheduler {
 pub const PANICKED: i32 = -1;
 
 /// Runs the threads of `w` on `fs` under the scheduler; `marker(t, k, begin)` is
-/// called around operation `k` of thread `t`. Returns each operation's result.
+/// called around operation `k` of thread `t`, and `pin(t, k)` before it (to move the
+/// thread onto the CPU the operation is assigned to). Returns each operation's
+/// result.
 pub fn run_threads(
     fs: &Fs,
     w: &Workload,
     marker: &(dyn Fn(usize, usize, bool) + Sync),
+    pin: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Vec<Vec<Result<(), i32>>>, String> {
     let n = w.threads.len();
     let sched = Scheduler::new(n, w.schedule);
@@ -254,6 +269,7 @@ pub fn run_threads(
                     sched.start(t);
                     let mut res = Vec::new();
                     for (k, op) in ops.iter().enumerate() {
+                        pin(t, k);
                         marker(t, k, true);
                         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                             apply_fs(fs, op)
@@ -283,4 +299,216 @@ pub fn run_threads(
         return Err("the scheduled threads got stuck (deadlock?)".into());
     }
     Ok(results)
+}
+
+/// Explores one multi-writer workload: a scheduled concurrent run, then a crash at
+/// every fence and every return, checked against every combination of the threads'
+/// operations in flight.
+pub(crate) fn explore(
+    cfg: &Config,
+    base: &[u8],
+    idx: usize,
+    w: &Workload,
+    shared: &Shared,
+    rep: &mut Report,
+) {
+    let names = w.describe();
+    let mut viol = Recorder::new(cfg, shared, idx, names);
+    // 1. The traced, scheduled run.
+    let (fs, rec) = match traced_mount(cfg, base) {
+        Ok(x) => x,
+        Err((point, what)) => {
+            viol.violate(rep, point.into(), what);
+            return;
+        }
+    };
+    let pins = Pins::new(cfg.cpus);
+    let setup = setup(&fs, w.fragment);
+    let mut model0 = Model::default();
+    for (k, op) in setup.iter().enumerate() {
+        pins.pin(op_cpu(cfg.cpus, idx, 0, k));
+        let got = guarded(|| apply_fs(&fs, op));
+        let want = model0.apply(op);
+        if got.as_ref().ok() != Some(&want) {
+            viol.violate(
+                rep,
+                format!("setup {op}"),
+                format!("engine returned {got:?}, the oracle {want:?}"),
+            );
+            return;
+        }
+    }
+    fs.marker(Marker::OpBegin("threads".into()));
+    let marker = |t: usize, k: usize, begin: bool| {
+        let m = format!("{t}:{k}");
+        fs.marker(if begin {
+            Marker::OpBegin(m)
+        } else {
+            Marker::OpEnd(m)
+        });
+    };
+    let pin = |t: usize, k: usize| pins.pin(op_cpu(cfg.cpus, idx, t + 1, k));
+    let results = match run_threads(&fs, w, &marker, &pin) {
+        Ok(r) => r,
+        Err(e) => {
+            viol.violate(rep, "concurrent run".into(), e);
+            return;
+        }
+    };
+    for (t, rs) in results.iter().enumerate() {
+        for (k, r) in rs.iter().enumerate() {
+            if *r != Ok(()) {
+                viol.violate(
+                    rep,
+                    format!("t{t}: {}", w.threads[t][k]),
+                    format!("engine returned {r:?}, the oracle Ok(())"),
+                );
+                return;
+            }
+        }
+    }
+    let n = w.threads.len();
+    // The oracle for `done[t]` returned operations per thread plus the in-flight
+    // operations of the threads in `mask`.
+    let expect = |done: &[usize], mask: u32| -> Vec<String> {
+        let mut m = model0.clone();
+        for (t, (ops, &d)) in w.threads.iter().zip(done).enumerate() {
+            let upto = d + usize::from(mask & (1 << t) != 0);
+            for op in &ops[..upto.min(ops.len())] {
+                let _ = m.apply(op);
+            }
+        }
+        m.dump()
+    };
+    let all: Vec<usize> = w.threads.iter().map(|v| v.len()).collect();
+    match guarded(|| dump_fs(&fs)) {
+        Ok(Ok(d)) if d == expect(&all, 0) => {}
+        Ok(Ok(d)) => {
+            viol.violate(
+                rep,
+                "after the run (no crash)".into(),
+                diff(&d, &expect(&all, 0)),
+            );
+            return;
+        }
+        Ok(Err(e)) => {
+            viol.violate(rep, "after the run (no crash)".into(), e);
+            return;
+        }
+        Err(p) => {
+            viol.violate(
+                rep,
+                "after the run (no crash)".into(),
+                format!("panicked: {p}"),
+            );
+            return;
+        }
+    }
+    let events = rec.take();
+    drop(fs);
+    drop(pins);
+
+    // 2. Replay; crash at every fence while an operation is in flight, and at every
+    // return.
+    let mut tracker = Tracker::with_tear16(base.to_vec(), cfg.tear16);
+    let mut scratch = Vec::with_capacity(base.len());
+    let mut started = false;
+    let mut done = vec![0usize; n];
+    let mut inflight = vec![false; n];
+    let mut cache: std::collections::HashMap<(Vec<usize>, u32), Vec<String>> = Default::default();
+    let parse = |s: &str| -> Option<usize> { s.split(':').next()?.parse().ok() };
+    for e in &events {
+        if *e != Event::Fence {
+            tracker.apply(e);
+        }
+        let point = match e {
+            Event::Marker(Marker::OpBegin(s)) if s == "threads" => {
+                started = true;
+                continue;
+            }
+            Event::Marker(Marker::OpBegin(s)) if started => {
+                if let Some(t) = parse(s) {
+                    inflight[t] = true;
+                }
+                continue;
+            }
+            Event::Marker(Marker::OpEnd(s)) if started => match parse(s) {
+                Some(t) if inflight[t] => {
+                    inflight[t] = false;
+                    done[t] += 1;
+                    format!("t{t}: {} returned", w.threads[t][done[t] - 1])
+                }
+                _ => continue,
+            },
+            Event::Fence if started && inflight.iter().any(|&b| b) => {
+                let ts: Vec<String> = (0..n)
+                    .filter(|&t| inflight[t])
+                    .map(|t| format!("t{t}: {}", w.threads[t][done[t]]))
+                    .collect();
+                format!("fence inside [{}]", ts.join(", "))
+            }
+            Event::Fence => {
+                tracker.apply(e);
+                continue;
+            }
+            _ => continue,
+        };
+        if shared.stop(cfg) {
+            return;
+        }
+        rep.crash_points += 1;
+        let flying: Vec<usize> = (0..n).filter(|&t| inflight[t]).collect();
+        let mut candidates = Vec::new();
+        for sub in 0u32..(1 << flying.len()) {
+            let mut mask = 0u32;
+            for (i, &t) in flying.iter().enumerate() {
+                if sub & (1 << i) != 0 {
+                    mask |= 1 << t;
+                }
+            }
+            let key = (done.clone(), mask);
+            let d = cache
+                .entry(key)
+                .or_insert_with(|| expect(&done, mask))
+                .clone();
+            candidates.push(d);
+        }
+        let infl = tracker.in_flight();
+        let choices = infl.choices_with(
+            cfg.seed ^ ((idx as u64) << 32) ^ rep.crash_points,
+            RANDOM_CHOICES,
+            MULTI_PAIR_LINES,
+        );
+        for choice in choices {
+            rep.states_explored += 1;
+            infl.build_into(tracker.durable(), &choice, &mut scratch);
+            let img = &scratch;
+            if !shared.fresh(img) {
+                continue;
+            }
+            rep.unique_states += 1;
+            let checked = check_multi_state(cfg, img, &candidates, rep);
+            if let Err(what) = checked {
+                let persisted: Vec<String> = choice.iter().map(|c| c.to_string()).collect();
+                let k = viol.violate(
+                    rep,
+                    format!(
+                        "{point} (in-flight lines: {}, stores persisted per line: [{}])",
+                        infl.lines(),
+                        persisted.join(",")
+                    ),
+                    what,
+                );
+                if k >= MAX_PER_WORKLOAD {
+                    return;
+                }
+            }
+            if shared.stop(cfg) {
+                return;
+            }
+        }
+        if *e == Event::Fence {
+            tracker.apply(e);
+        }
+    }
 }

@@ -1,7 +1,8 @@
 //! Scenario: every injected bug is caught. Each bug is run on the seq-1 workload
 //! where the full run first reports it (bugs are process-wide, so one test runs them
 //! one after another); the LAWN bugs with the `lawn` small-write mode, the bug of the
-//! concurrent append protocol on the multi-writer workload.
+//! concurrent append protocol on the multi-writer workload. The journal and allocator
+//! bugs are run on 2-CPU images as well.
 
 use crashtest::{Config, Kind};
 use mnemofs::SmallWriteMode;
@@ -52,6 +53,36 @@ fn every_injected_bug_is_caught() {
             "{v:?}"
         );
         assert!(!v.what.is_empty() && !v.crash_point.is_empty());
+    }
+    // The journal and allocator bugs on 2-CPU images too (per-CPU journals and
+    // allocators; each traced operation runs pinned to its CPU).
+    let two_cpus = [
+        ("data-not-persisted", Kind::Seq1, 0),
+        ("journal-records-unfenced", Kind::Seq1, 0),
+        ("journal-retired-early", Kind::Seq1, 0),
+        ("replay-uncommitted", Kind::Seq1, 1),
+        ("free-list-before-rollback", Kind::Seq1, 0),
+        ("free-before-commit", Kind::Seq1, 15),
+        ("tail-not-max", Kind::Multi, 1),
+    ];
+    for (name, kind, only) in two_cpus {
+        let mut cfg = Config::new(kind);
+        if kind == Kind::Multi {
+            cfg.lock = mnemofs::LockMode::Segment;
+            cfg.random_workloads = crashtest::DEFAULT_MULTI_WORKLOADS;
+        }
+        cfg.cpus = 2;
+        cfg.recovery_crashes = false;
+        cfg.only = Some(only);
+        cfg.bug = Some(mnemofs::bugs::by_name(name).unwrap());
+        cfg.max_violations = Some(1);
+        let r = crashtest::run(&cfg, |_| {}).unwrap();
+        assert!(r.violations > 0, "{name} was not caught on 2 CPUs: {r:?}");
+        assert!(
+            r.details[0].reproduce.contains("--cpus 2"),
+            "{:?}",
+            r.details[0]
+        );
     }
     // And the bug is off again afterwards.
     let mut cfg = Config::new(Kind::Seq1);
