@@ -263,8 +263,7 @@ impl Fs {
     /// `mode`: 0 or `FALLOC_FL_KEEP_SIZE` (allocate zeroed pages for holes),
     /// `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE` (deallocate).
     pub fn fallocate(&self, ino: Ino, offset: u64, len: u64, mode: i32) -> Result<()> {
-        let inode = self.table.get(ino)?;
-        self.data.fallocate(&inode, offset, len, mode)
+        self.data.fallocate(&self.table, ino, offset, len, mode)
     }
 
     /// Every returned operation is already durable; kept for API symmetry.

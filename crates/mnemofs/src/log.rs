@@ -41,7 +41,7 @@
 //! stored only after its body was fenced).
 //!
 //! GC: *fast GC* unlinks pages all of whose entries are dead (one 8-byte pointer store
-//! per gap); *thorough GC* (in `fs`) rewrites the live state into a fresh chain and
+//! per gap); *thorough GC* (in `store.rs`) rewrites the live state into a fresh chain and
 //! switches head and tail through the journal.
 
 use crate::addr::{BlockNo, PmOff};

@@ -3,8 +3,9 @@
 //! them (append entries to inode logs, make them visible with one tail store or
 //! one journal transaction, apply them, run log GC).
 //!
-//! Data blocks are freed only through [`Store::free_data`], which first tells the
-//! data plane's invalidation hook ([`FreeHook`]) so that nothing in DRAM or in the
+//! Blocks that committed entries unmapped (and a freed inode's blocks) are freed only
+//! through [`Store::free_data`], which first tells the data plane's invalidation hook
+//! ([`FreeHook`]) so that nothing in DRAM or in the
 //! small-write zone still refers to a block that may be reused.
 
 use crate::addr::PmOff;
@@ -21,7 +22,8 @@ use std::sync::Arc;
 /// Told about every data block before it is freed (the data plane's invalidation
 /// point implements it).
 pub(crate) trait FreeHook: Send + Sync {
-    /// Called with runs of data blocks that committed entries have unmapped, before
+    /// Called with runs of blocks that committed entries have unmapped (or a freed
+    /// inode's data and log blocks), before
     /// they return to the allocator.
     fn before_free(&self, vol: &Vol, runs: &[Run]);
 }

@@ -12,8 +12,8 @@
 //! byte from being written while another thread reads or writes it: a data page or
 //! zone slot is written only by the holder of its range lock (or before it is
 //! published), a log page only in slots reserved under the inode's state lock, an
-//! inode slot only under its inode's lock or the journal, a LAWN descriptor only by
-//! the owner of its slot run (read only by recovery). No safe code outside this
+//! inode slot only under its inode's lock or the journal, a LAWN descriptor only
+//! under its page's exclusive range lock (read only at mount). No safe code outside this
 //! crate can reach them.
 //!
 //! `Vol::of` views a region the caller lends (`mkfs_pm`, `fsck_private`) by an
@@ -77,10 +77,13 @@ impl Vol {
     /// next fence (LAWN descriptors).
     #[inline]
     pub fn store_u128_durable(&self, kind: Store16, off: PmOff, v: u128) {
-        // SAFETY: one thread at a time stores a given descriptor: the writer that
-        // reserved its slot run, later the thread that retires the run (taken out of
-        // the sub-zone under its lock first), or recovery before mount returns; and
-        // descriptors are read only by recovery, before mount returns (module doc).
+        // SAFETY: one thread at a time stores a given descriptor: a run's descriptor
+        // is set or cleared only by a holder of the exclusive range lock of the run's
+        // page (the writer, a write-back, a block free after its commit), or by
+        // recovery before mount returns; a run's slots return to the free pool only
+        // after the store that clears its descriptor is fenced, and a later owner
+        // takes them under the same sub-zone lock, so its store comes after. Only
+        // mount reads descriptors (module doc).
         unsafe { self.0.store_u128_durable(kind, off.get(), v) }
     }
 

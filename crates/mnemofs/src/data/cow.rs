@@ -15,6 +15,7 @@ use crate::error::{FsError, Result};
 use crate::format::{Entry, BLOCK, INO_TAIL_OFF};
 use crate::inode::{Inode, InodeState};
 use crate::interleave::{self, Point};
+use crate::itable::InodeTable;
 use crate::log;
 use crate::space::Run;
 use crate::types::*;
@@ -358,7 +359,14 @@ impl DataPlane {
 
     /// `mode`: 0 or `FALLOC_FL_KEEP_SIZE` (allocate zeroed pages for holes),
     /// `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE` (deallocate).
-    pub fn fallocate(&self, inode: &Inode, offset: u64, len: u64, mode: i32) -> Result<()> {
+    pub fn fallocate(
+        &self,
+        table: &InodeTable,
+        ino: Ino,
+        offset: u64,
+        len: u64,
+        mode: i32,
+    ) -> Result<()> {
         if len == 0 {
             return Err(FsError::Invalid("fallocate of zero bytes"));
         }
@@ -373,6 +381,9 @@ impl DataPlane {
         if end > MAX_FILE_SIZE {
             return Err(FsError::TooBig);
         }
+        // (The arguments first, then the file: as fallocate(2) reports EINVAL for bad
+        // arguments whatever the file.)
+        let inode = table.get(ino)?;
         let _w = inode.data.write(0, u64::MAX);
         let mut st = inode.state.lock();
         regular(&st, FsError::Unsupported("fallocate of a special file"))?;

@@ -8,9 +8,10 @@
 //!   → the small-write mode ([`SmallWrite`]: `finelog` or `lawn`, for sub-page
 //!   overwrites inside one mapped page) → else page copy-on-write ([`cow`]).
 //! - The **invalidation point** is [`Invalidation`]: every sub-page write (which
-//!   changes a mapped page's bytes, in place or in the zone) and every data block
-//!   free (through [`Store::free_data`], its [`FreeHook`]) goes through it, so
-//!   that nothing shadowing or caching a page outlives a change to it.
+//!   changes a mapped page's bytes, in place or in the zone) and every free of a
+//!   block that was mapped (through [`Store::free_data`], its [`FreeHook`]) goes
+//!   through it, so that nothing shadowing or caching a page outlives a change to it.
+//!   (Fresh blocks a failed write never published go straight back to `Space`.)
 //!
 //! Only the mount's small-write mode has state: LAWN's zone exists only in `lawn`
 //! mounts (a mount in another mode writes an earlier LAWN mount's runs back at
@@ -74,8 +75,8 @@ impl FreeHook for Invalidation {
     }
 }
 
-/// Per-mount counters of the small-write paths (each on its own line: writers and
-/// the LAWN write-back thread bump different ones).
+/// Per-mount counters of the small-write paths (on its own cache line: LAWN's
+/// write-back thread bumps its own counters, `lawn::Counters`).
 #[derive(Default)]
 struct Counters {
     fallbacks: CachePadded<AtomicU64>,

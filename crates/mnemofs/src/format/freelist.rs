@@ -1,6 +1,6 @@
 //! Saved free list layout (docs/FORMAT.md §2.7): blocks `freelist_start ..
 //! freelist_start + freelist_blocks`, read as one area. Written at clean unmount and
-//! read at mount by `recovery.rs`.
+//! read at mount by recovery (`freelist.rs` at the crate root).
 //!
 //! ```text
 //!  off     size    field

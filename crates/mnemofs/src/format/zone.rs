@@ -1,6 +1,6 @@
 //! Sizes of the LAWN zone (slots and their 16-byte descriptors, docs/FORMAT.md §2.9)
 //! and of the fine-log redo areas (§2.8). The descriptor's bit layout is coded in
-//! `lawn/descriptor.rs`, the redo record's in `finelog.rs`.
+//! `data/lawn/descriptor.rs`, the redo record's in `data/finelog.rs`.
 
 use super::layout::BLOCK;
 pub use crate::types::{DEFAULT_SLOT_SIZE, DEFAULT_ZONE_PERCENT};

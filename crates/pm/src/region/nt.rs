@@ -22,18 +22,22 @@ impl Pm {
                 unsafe { self.write(off, &data[..start_pad]) };
                 self.flush(off, start_pad as u64);
             }
-            // SAFETY: `[p + start_pad, + body)` lies in the checked range and starts
-            // 8-aligned (off + start_pad is a multiple of 8, the mapping is
-            // page-aligned); `data[start_pad..start_pad + body]` is the source; no
-            // other thread accesses these bytes meanwhile (the caller's contract).
-            unsafe {
-                stream_copy(
-                    p.add(start_pad),
-                    data.as_ptr().add(start_pad),
-                    body,
-                    self.has_avx,
-                )
-            };
+            // (A write shorter than its distance to the next 8-byte boundary has no
+            // aligned body: `p + start_pad` is then not aligned, and nothing streams.)
+            if body > 0 {
+                // SAFETY: `[p + start_pad, + body)` lies in the checked range and
+                // starts 8-aligned (off + start_pad is a multiple of 8, the mapping is
+                // page-aligned); `data[start_pad..start_pad + body]` is the source; no
+                // other thread accesses these bytes meanwhile (the caller's contract).
+                unsafe {
+                    stream_copy(
+                        p.add(start_pad),
+                        data.as_ptr().add(start_pad),
+                        body,
+                        self.has_avx,
+                    )
+                };
+            }
             let i = start_pad + body;
             self.counters.add_nt_bytes(body as u64);
             self.note_writeback(body as u64);

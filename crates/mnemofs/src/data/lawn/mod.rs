@@ -72,7 +72,7 @@ pub(crate) struct Lawn {
 impl Lawn {
     /// The zone with the runs recovered from the descriptor table; descriptors are
     /// stored the way `desc_store` says, or, if `None`, the way
-    /// [`Pm::calibrate_store16`] measures cheaper over the (clear) descriptors of up
+    /// `Vol::calibrate_store16` measures cheaper over the (clear) descriptors of up
     /// to 256 free slots, one per descriptor line: the region is quiescent until mount
     /// returns, and only those 16-byte words are stored (zeros over zeros).
     pub fn new(pm: &Vol, geo: Geometry, subs: Vec<SubZone>, desc_store: Option<Store16>) -> Lawn {
