@@ -41,7 +41,7 @@ pub(crate) struct DirSlot {
 }
 
 /// First cookie given to a name; 1 and 2 are "." and "..".
-pub(crate) const FIRST_COOKIE: u64 = 3;
+pub(crate) const FIRST_COOKIE: u64 = crate::format::DENTRY_FIRST_COOKIE;
 
 #[derive(Debug)]
 pub(crate) struct DirState {
@@ -194,24 +194,36 @@ impl InodeState {
                 } else {
                     self.add_live(off, units, *npages);
                 }
-                for i in 0..*npages as u64 {
-                    self.index
-                        .set(pgoff + i, if *block == 0 { 0 } else { block + i });
-                    let old = if *block == 0 {
-                        self.pages.remove(&(pgoff + i))
-                    } else {
-                        self.pages.insert(
-                            pgoff + i,
-                            PageRef {
-                                block: block + i,
-                                entry: off,
-                            },
-                        )
-                    };
-                    if let Some(o) = old {
-                        push_run(&mut freed, o.block);
-                        self.unref(o.entry);
-                    }
+                // Recovery checked `pgoff + npages` against the largest file and a
+                // data write's blocks against the data area, so neither sum wraps.
+                let end = pgoff.saturating_add(*npages as u64);
+                let old: Vec<PageRef> = if *block == 0 {
+                    // A hole punch visits only the pages it unmaps (it may name the
+                    // whole 16 TiB range).
+                    let gone: Vec<u64> = self.pages.range(*pgoff..end).map(|(&p, _)| p).collect();
+                    gone.into_iter()
+                        .filter_map(|p| {
+                            self.index.set(p, 0);
+                            self.pages.remove(&p)
+                        })
+                        .collect()
+                } else {
+                    (0..*npages as u64)
+                        .filter_map(|i| {
+                            self.index.set(pgoff + i, block + i);
+                            self.pages.insert(
+                                pgoff + i,
+                                PageRef {
+                                    block: block + i,
+                                    entry: off,
+                                },
+                            )
+                        })
+                        .collect()
+                };
+                for o in old {
+                    push_run(&mut freed, o.block);
+                    self.unref(o.entry);
                 }
                 // Concurrent writers of disjoint ranges apply in completion order at
                 // run time but replay in log order: both fields take the maximum, which

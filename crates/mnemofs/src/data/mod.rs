@@ -37,8 +37,8 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Largest file size (bytes).
-pub(crate) const MAX_FILE_SIZE: u64 = 1 << 44;
+/// Largest file size (bytes): the format's limit.
+pub(crate) use crate::format::MAX_FILE_SIZE;
 
 /// The mount's way of doing sub-page overwrites, with its state.
 pub(crate) enum SmallWrite {

@@ -86,6 +86,13 @@ pub const DENTRY_REMOVE: u8 = 2;
 /// SetAttr flag: this setattr made the file smaller (fast GC must keep it).
 pub const SETATTR_SHRINK: u32 = 1;
 
+/// Largest file size in bytes (16 TiB); no entry names a page or size past it.
+pub const MAX_FILE_SIZE: u64 = 1 << 44;
+/// Pages of the largest file.
+pub const MAX_FILE_PAGES: u64 = MAX_FILE_SIZE / BLOCK;
+/// First readdir cookie a dentry may carry; 1 and 2 are "." and "..".
+pub const DENTRY_FIRST_COOKIE: u64 = 3;
+
 /// Header: offset of the commit word (u64).
 pub const ENTRY_COMMIT_OFF: usize = 0;
 /// Header: offset of the entry type (u8, `ET_*`).
@@ -307,8 +314,92 @@ impl Entry {
         b
     }
 
-    /// Decodes an entry body (`b` starts at the entry's commit word).
+    /// Decodes an entry body (`b` starts at the entry's commit word) and checks every
+    /// field that does not depend on the image ([`Entry::check`]).
     pub fn decode(b: &[u8]) -> std::result::Result<Entry, String> {
+        let e = Self::decode_fields(b)?;
+        e.check()?;
+        Ok(e)
+    }
+
+    /// Checks the fields of a decoded entry against the format's limits: pages and
+    /// sizes within [`MAX_FILE_SIZE`] (with checked arithmetic), nanoseconds below one
+    /// second, known flags, and names a directory can hold (no `/` or NUL, not `.`
+    /// or `..`). Checks that need the image (block numbers, inode numbers, the
+    /// owner's kind) are recovery's.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        let time = |what: &str, t: &Timespec| {
+            if t.nsec >= 1_000_000_000 {
+                Err(format!("{what} has {} nanoseconds", t.nsec))
+            } else {
+                Ok(())
+            }
+        };
+        match self {
+            Entry::Write {
+                pgoff,
+                npages,
+                size_after,
+                mtime,
+                ..
+            } => {
+                if *npages == 0 {
+                    return Err("write of zero pages".into());
+                }
+                if pgoff
+                    .checked_add(*npages as u64)
+                    .is_none_or(|end| end > MAX_FILE_PAGES)
+                {
+                    return Err(format!(
+                        "write covers pages {pgoff}+{npages}, past the largest file ({MAX_FILE_PAGES} pages)"
+                    ));
+                }
+                if *size_after > MAX_FILE_SIZE {
+                    return Err(format!(
+                        "write sets size {size_after}, past the largest file ({MAX_FILE_SIZE} bytes)"
+                    ));
+                }
+                time("write mtime", mtime)
+            }
+            Entry::SetAttr {
+                size,
+                atime,
+                mtime,
+                ctime,
+                flags,
+                ..
+            } => {
+                if *size > MAX_FILE_SIZE {
+                    return Err(format!(
+                        "setattr sets size {size}, past the largest file ({MAX_FILE_SIZE} bytes)"
+                    ));
+                }
+                if flags & !SETATTR_SHRINK != 0 {
+                    return Err(format!("setattr has unknown flags {flags:#x}"));
+                }
+                time("setattr atime", atime)?;
+                time("setattr mtime", mtime)?;
+                time("setattr ctime", ctime)
+            }
+            Entry::Link { ctime, .. } => time("link ctime", ctime),
+            Entry::Dentry {
+                cookie, time: t, name, ..
+            } => {
+                if name.contains(&b'/') || name.contains(&0) {
+                    return Err("dentry name holds '/' or NUL".into());
+                }
+                if name == b"." || name == b".." {
+                    return Err("dentry name is '.' or '..'".into());
+                }
+                if *cookie < DENTRY_FIRST_COOKIE || *cookie == u64::MAX {
+                    return Err(format!("dentry cookie {cookie} out of range"));
+                }
+                time("dentry time", t)
+            }
+        }
+    }
+
+    fn decode_fields(b: &[u8]) -> std::result::Result<Entry, String> {
         if b.len() < UNIT as usize {
             return Err("short entry".into());
         }

@@ -54,8 +54,18 @@ pub fn decode_inode_static(
     if stored != ino {
         return Err(format!("inode {ino}: slot records inode number {stored}"));
     }
-    FileKind::from_mode(get_u32(b, INO_MODE_OFF))
-        .ok_or_else(|| format!("inode {ino}: unknown file type"))
+    let mode = get_u32(b, INO_MODE_OFF);
+    if mode & !libc::S_IFMT != 0 {
+        return Err(format!(
+            "inode {ino}: mode field {mode:#o} holds more than the file type"
+        ));
+    }
+    if b[INO_MODE_OFF + 4..INO_CSUM_OFF].iter().any(|&x| x != 0) {
+        return Err(format!(
+            "inode {ino}: reserved bytes are not zero (written by a newer format?)"
+        ));
+    }
+    FileKind::from_mode(mode).ok_or_else(|| format!("inode {ino}: unknown file type {mode:#o}"))
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@
 
 use super::bytes::{crc, get_u32, get_u64, put_u32, put_u64};
 use super::inode::INODE_SIZE;
-use super::layout::{Geometry, BLOCK};
+use super::layout::{Geometry, BLOCK, FREELIST_BLOCKS};
 use super::zone::{valid_slot_size, DESC_SIZE, REDO_BLOCKS};
 
 /// Format version written by this build (2: LAWN zone, descriptor table and fine-log
@@ -126,25 +126,109 @@ impl Geometry {
             return Err("unsupported block size".into());
         }
         let cpus = get_u32(b, SB_CPUS_OFF);
+        let total_blocks = get_u64(b, SB_TOTAL_BLOCKS_OFF);
+        let inode_count = get_u64(b, SB_INODE_COUNT_OFF);
+        let journal_start = get_u64(b, SB_JOURNAL_START_OFF);
+        let freelist_start = get_u64(b, SB_FREELIST_START_OFF);
+        let freelist_blocks = get_u64(b, SB_FREELIST_BLOCKS_OFF);
         let inode_table_start = get_u64(b, SB_INODE_TABLE_START_OFF);
         let inode_table_blocks = get_u64(b, SB_INODE_TABLE_BLOCKS_OFF);
         let zone_slots = get_u64(b, SB_ZONE_SLOTS_OFF);
         let slot_size = get_u32(b, SB_SLOT_SIZE_OFF);
-        // Derived positions (checked against data_start below); saturating so that
-        // garbage cannot overflow before it is rejected.
-        let redo_start = inode_table_start.saturating_add(inode_table_blocks);
-        let desc_start = redo_start.saturating_add(REDO_BLOCKS.saturating_mul(cpus as u64));
-        let slot_start =
-            desc_start.saturating_add(zone_slots.saturating_mul(DESC_SIZE).div_ceil(BLOCK));
-        let slots_end =
-            slot_start.saturating_add(zone_slots.saturating_mul(slot_size as u64).div_ceil(BLOCK));
+        let data_start = get_u64(b, SB_DATA_START_OFF);
+        let bad = |what: String| Err(format!("superblock geometry: {what}"));
+        // Each region follows the one before it, in the order of docs/FORMAT.md §1,
+        // every size and position computed with checked arithmetic.
+        if !(1..=64).contains(&cpus) {
+            return bad(format!("cpus is {cpus}, not 1..=64"));
+        }
+        if journal_start != 2 {
+            return bad(format!("journal_start is {journal_start}, not 2"));
+        }
+        if freelist_start != journal_start + cpus as u64 {
+            return bad(format!(
+                "freelist_start is {freelist_start}, not {}",
+                journal_start + cpus as u64
+            ));
+        }
+        if freelist_blocks != FREELIST_BLOCKS {
+            return bad(format!(
+                "freelist_blocks is {freelist_blocks}, not {FREELIST_BLOCKS}"
+            ));
+        }
+        if inode_table_start != freelist_start + freelist_blocks {
+            return bad(format!(
+                "inode_table_start is {inode_table_start}, not {}",
+                freelist_start + freelist_blocks
+            ));
+        }
+        // Inode numbers and every slot offset must fit the image's blocks.
+        let table_blocks = inode_count
+            .checked_mul(INODE_SIZE)
+            .map(|bytes| bytes.div_ceil(BLOCK));
+        if inode_count == 0
+            || !inode_count.is_multiple_of(cpus as u64)
+            || table_blocks.is_none_or(|t| t > total_blocks)
+        {
+            return bad(format!(
+                "inode_count {inode_count} is not a positive multiple of {cpus} CPUs that fits the image"
+            ));
+        }
+        if Some(inode_table_blocks) != table_blocks {
+            return bad(format!(
+                "inode_table_blocks is {inode_table_blocks}, not the {} that {inode_count} inodes need",
+                table_blocks.unwrap_or(0)
+            ));
+        }
+        if !valid_slot_size(slot_size) {
+            return bad(format!("LAWN slot size {slot_size} is not valid"));
+        }
+        if !zone_slots.is_multiple_of(cpus as u64) {
+            return bad(format!(
+                "zone_slots {zone_slots} is not a multiple of {cpus} CPUs"
+            ));
+        }
+        let redo_start = inode_table_start.checked_add(inode_table_blocks);
+        let desc_start =
+            redo_start.and_then(|r| r.checked_add(REDO_BLOCKS.checked_mul(cpus as u64)?));
+        let slot_start = desc_start.and_then(|d| {
+            d.checked_add(zone_slots.checked_mul(DESC_SIZE)?.div_ceil(BLOCK))
+        });
+        let slots_end = slot_start.and_then(|s| {
+            s.checked_add(zone_slots.checked_mul(slot_size as u64)?.div_ceil(BLOCK))
+        });
+        let (Some(redo_start), Some(desc_start), Some(slot_start), Some(slots_end)) =
+            (redo_start, desc_start, slot_start, slots_end)
+        else {
+            return bad(format!(
+                "zone of {zone_slots} slots of {slot_size} bytes does not fit any image"
+            ));
+        };
+        if data_start != slots_end {
+            return bad(format!(
+                "data_start is {data_start}, not {slots_end} (the end of the LAWN zone)"
+            ));
+        }
+        if data_start >= total_blocks {
+            return bad(format!(
+                "data_start {data_start} is not below total_blocks {total_blocks}"
+            ));
+        }
+        if total_blocks
+            .checked_mul(BLOCK)
+            .is_none_or(|l| l > image_len)
+        {
+            return bad(format!(
+                "{total_blocks} blocks do not fit the {image_len}-byte image"
+            ));
+        }
         let g = Geometry {
-            total_blocks: get_u64(b, SB_TOTAL_BLOCKS_OFF),
+            total_blocks,
             cpus,
-            inode_count: get_u64(b, SB_INODE_COUNT_OFF),
-            journal_start: get_u64(b, SB_JOURNAL_START_OFF),
-            freelist_start: get_u64(b, SB_FREELIST_START_OFF),
-            freelist_blocks: get_u64(b, SB_FREELIST_BLOCKS_OFF),
+            inode_count,
+            journal_start,
+            freelist_start,
+            freelist_blocks,
             inode_table_start,
             inode_table_blocks,
             redo_start,
@@ -152,27 +236,9 @@ impl Geometry {
             slot_start,
             zone_slots,
             slot_size,
-            data_start: get_u64(b, SB_DATA_START_OFF),
+            data_start,
             created: get_u64(b, SB_CREATED_OFF),
         };
-        let ok = g.cpus >= 1
-            && valid_slot_size(g.slot_size)
-            && g.zone_slots.is_multiple_of(g.cpus.max(1) as u64)
-            && g.data_start == slots_end
-            && g.cpus <= 64
-            && g.journal_start == 2
-            && g.freelist_start == g.journal_start + g.cpus as u64
-            && g.inode_table_start == g.freelist_start + g.freelist_blocks
-            && g.inode_count > 0
-            && g.inode_count.is_multiple_of(g.cpus as u64)
-            && g.inode_table_blocks == (g.inode_count * INODE_SIZE).div_ceil(BLOCK)
-            && g.data_start < g.total_blocks
-            && g.total_blocks
-                .checked_mul(BLOCK)
-                .is_some_and(|l| l <= image_len);
-        if !ok {
-            return Err("superblock geometry is inconsistent with the image".into());
-        }
         Ok(g)
     }
 

@@ -32,7 +32,7 @@ use crate::format::{
     Geometry, INODE_SIZE, INO_HEAD_OFF, INO_TAIL_OFF, INO_VALID_OFF, SB_REPLICA_BLOCK,
     SB_STATE_OFF, STATE_CLEAN, STATE_DIRTY,
 };
-use crate::freelist::read_saved_freelist;
+use crate::freelist::{first_owned_free, read_saved_freelist};
 use crate::inode::InodeState;
 use crate::space::Run;
 use crate::types::{Ino, ROOT_INO};
@@ -243,10 +243,37 @@ fn load_rest(
         data_pages += s.pages.len() as u64;
     }
     let saved = if clean && orphans.is_empty() {
-        read_saved_freelist(pm, &geo)
+        match read_saved_freelist(pm, &geo) {
+            Ok(s) => s,
+            Err(e) => {
+                // The logs, not the saved list, say what is free: a mount rebuilds
+                // the list; fsck names the bad one.
+                if mode == Mode::Fsck {
+                    problems.push(e);
+                }
+                None
+            }
+        }
     } else {
         None
     };
+    // A mount trusts a saved list only when it frees exactly the blocks no valid
+    // inode owns: none of the owned blocks, and as many blocks as the data area
+    // minus the owned ones (so none leaks). Otherwise it rebuilds the list from the
+    // logs; fsck compares the two below and names the difference.
+    let saved = saved.filter(|s| {
+        if mode == Mode::Fsck {
+            return true;
+        }
+        let owned = || {
+            states
+                .values()
+                .flat_map(|st| st.log.pages.iter().copied().chain(st.data_blocks()))
+        };
+        let free: u64 = s.iter().map(|r| r.1).sum();
+        first_owned_free(s, owned()).is_none()
+            && free.checked_add(owned().count() as u64) == Some(geo.data_blocks())
+    });
     let free = match (mode, saved) {
         (Mode::Mount, Some(f)) => f,
         (_, saved) => {
