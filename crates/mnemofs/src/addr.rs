@@ -26,13 +26,13 @@ impl BlockNo {
     /// Where the block starts: the one block-to-offset conversion.
     #[inline]
     pub const fn off(self) -> PmOff {
-        PmOff(self.0 * BLOCK)
+        PmOff(self.0.saturating_mul(BLOCK))
     }
 
     /// The byte `within` bytes into the block.
     #[inline]
     pub const fn at(self, within: u64) -> PmOff {
-        PmOff(self.off().0 + within)
+        PmOff(self.off().0.saturating_add(within))
     }
 }
 
@@ -63,7 +63,7 @@ impl Add<u64> for PmOff {
     type Output = PmOff;
     #[inline]
     fn add(self, n: u64) -> PmOff {
-        PmOff(self.0 + n)
+        PmOff(self.0.saturating_add(n))
     }
 }
 

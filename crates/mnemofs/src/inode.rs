@@ -177,6 +177,7 @@ impl InodeState {
 
     /// Applies a committed entry found at PM offset `off`. Returns the data blocks it
     /// made unreachable (to be freed by the running file system; ignored in replay).
+    #[deny(clippy::arithmetic_side_effects)] // Replay applies values read from PM.
     pub fn apply(&mut self, off: u64, e: &Entry) -> Vec<Run> {
         let mut freed = Vec::new();
         let units = e.units();
@@ -208,13 +209,14 @@ impl InodeState {
                         })
                         .collect()
                 } else {
-                    (0..*npages as u64)
-                        .filter_map(|i| {
-                            self.index.set(pgoff + i, block + i);
+                    (*pgoff..end)
+                        .zip(*block..)
+                        .filter_map(|(pg, b)| {
+                            self.index.set(pg, b);
                             self.pages.insert(
-                                pgoff + i,
+                                pg,
                                 PageRef {
-                                    block: block + i,
+                                    block: b,
                                     entry: off,
                                 },
                             )
@@ -293,7 +295,7 @@ impl InodeState {
                 if let Some(dir) = self.dir.as_mut() {
                     // Cookies are never handed out twice while their entries are in
                     // the log (removes included).
-                    dir.next_cookie = dir.next_cookie.max(cookie + 1);
+                    dir.next_cookie = dir.next_cookie.max(cookie.saturating_add(1));
                     if let Some(old) = dir.names.remove(name) {
                         dir.order.remove(&old.cookie);
                         if old.kind == FileKind::Directory {
@@ -312,9 +314,9 @@ impl InodeState {
                             },
                         );
                         dir.order.insert(*cookie, name.clone());
-                        dir.next_cookie = dir.next_cookie.max(cookie + 1);
+                        dir.next_cookie = dir.next_cookie.max(cookie.saturating_add(1));
                         if *kind == FileKind::Directory {
-                            dir.subdirs += 1;
+                            dir.subdirs = dir.subdirs.saturating_add(1);
                         }
                         pinned = false;
                     }

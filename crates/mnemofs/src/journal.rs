@@ -6,12 +6,16 @@
 //! words), activates, writes the new values, and retires. Recovery undoes an active
 //! journal, so either every tail moves or none does.
 
+// Values read from PM are untrusted: arithmetic on them is checked (checked_*,
+// saturating_* where an out-of-range result is refused later), enforced here.
+#![deny(clippy::arithmetic_side_effects)]
+
 use crate::addr::{BlockNo, PmOff};
 use crate::bugs::{self, Bug};
 use crate::error::{FsError, Result};
 use crate::format::{
     get_u64, journal_word, parse_journal_word, put_u64, Geometry, JOURNAL_ACTIVE_OFF,
-    JOURNAL_MAX_RECS, JOURNAL_REC_OFF,
+    JOURNAL_MAX_RECS, JOURNAL_REC_ADDR_OFF, JOURNAL_REC_OFF, JOURNAL_REC_OLD_OFF, JOURNAL_REC_SIZE,
 };
 use crate::vol::Vol;
 use parking_lot::Mutex;
@@ -49,22 +53,24 @@ impl Journals {
         };
         let n = self.slots.len();
         let mut guard = None;
+        let pick = |k: usize| start.wrapping_add(k).checked_rem(n).unwrap_or(0);
         for k in 0..n {
-            if let Some(g) = self.slots[(start + k) % n].try_lock() {
+            if let Some(g) = self.slots[pick(k)].try_lock() {
                 guard = Some(g);
                 break;
             }
         }
         let guard = match guard {
             Some(g) => g,
-            None => self.slots[start % n].lock(),
+            None => self.slots[pick(0)].lock(),
         };
         let base = *guard;
 
-        let mut recs = vec![0u8; words.len() * 16];
-        for (i, &(off, _)) in words.iter().enumerate() {
-            put_u64(&mut recs, i * 16, off.get());
-            put_u64(&mut recs, i * 16 + 8, pm.read_u64(off));
+        // At most JOURNAL_MAX_RECS records (checked above).
+        let mut recs = vec![0u8; words.len().saturating_mul(JOURNAL_REC_SIZE as usize)];
+        for (r, &(off, _)) in recs.chunks_exact_mut(16).zip(words) {
+            put_u64(r, JOURNAL_REC_ADDR_OFF, off.get());
+            put_u64(r, JOURNAL_REC_OLD_OFF, pm.read_u64(off));
         }
         pm.write(base + JOURNAL_REC_OFF, &recs);
         pm.flush(base + JOURNAL_REC_OFF, recs.len() as u64);
@@ -114,15 +120,16 @@ pub(crate) fn recover(
         None => return Ok(0),
         Some(x) => x,
     };
-    let mut recs = vec![0u8; n * 16];
+    // `n` ≤ JOURNAL_MAX_RECS (`parse_journal_word`): the records fit the block.
+    let mut recs = vec![0u8; n.saturating_mul(JOURNAL_REC_SIZE as usize)];
     pm.read(base + JOURNAL_REC_OFF, &mut recs);
     if crate::format::crc(&recs) != crc {
         return Err(format!("journal {cpu}: record checksum mismatch"));
     }
     let mut undo = Vec::with_capacity(n);
-    for i in 0..n {
-        let off = get_u64(&recs, i * 16);
-        let old = get_u64(&recs, i * 16 + 8);
+    for (i, r) in recs.chunks_exact(16).enumerate() {
+        let off = get_u64(r, JOURNAL_REC_ADDR_OFF);
+        let old = get_u64(r, JOURNAL_REC_OLD_OFF);
         let end = BlockNo(geo.total_blocks).off().get();
         if !off.is_multiple_of(8) || off.checked_add(8).is_none_or(|e| e > end) || !valid_word(off)
         {

@@ -6,7 +6,7 @@
 mod common;
 use mnemofs::format::{
     commit_word, get_u64, parse_commit, put_u64, CommitState, Entry, Geometry, BLOCK,
-    ET_WRITE, ENTRY_TYPE_OFF, INO_HEAD_OFF, UNIT,
+    ENTRY_TYPE_OFF, ET_WRITE, INO_HEAD_OFF, UNIT,
 };
 use mnemofs::{FsError, ROOT_INO};
 use std::sync::mpsc;

@@ -88,7 +88,8 @@ impl Finelog {
         let base = geo.redo_off(area as u32);
         let in_pg = off % BLOCK;
         let len = data.len() as u64;
-        let mut rec = vec![0u8; (HDR + len) as usize];
+        // `len` < BLOCK (checked above): the record fits its area.
+        let mut rec = vec![0u8; len.saturating_add(HDR) as usize];
         put_u64(&mut rec, 8, ino);
         put_u64(&mut rec, 16, pg);
         put_u64(&mut rec, 24, block);
@@ -115,6 +116,7 @@ impl Finelog {
 }
 
 /// Replays (mount) or checks (fsck) every CPU's redo area.
+#[deny(clippy::arithmetic_side_effects)]
 pub(crate) fn recover(
     pm: &Vol,
     geo: &Geometry,
@@ -141,7 +143,8 @@ pub(crate) fn recover(
             }
             None
         } else {
-            let mut rec = vec![0u8; (HDR + len) as usize];
+            // `len` < BLOCK (checked above): the record fits its area.
+            let mut rec = vec![0u8; len.saturating_add(HDR) as usize];
             pm.read(base, &mut rec);
             // A record whose CRC does not match was never committed (torn).
             (commit_word(&rec, len) == w && get_u32(&rec, 36) as u64 == len).then_some(rec)
@@ -153,7 +156,7 @@ pub(crate) fn recover(
             let current = states.get(&ino).is_some_and(|s| {
                 s.kind == FileKind::Regular && s.pages.get(&pg).map(|p| p.block) == Some(block)
             });
-            if !current || in_pg + len > BLOCK {
+            if !current || in_pg.saturating_add(len) > BLOCK {
                 if mode == Mode::Fsck {
                     problems.push(format!(
                         "fine-log area {cpu}: record for inode {ino} page {pg} names block \

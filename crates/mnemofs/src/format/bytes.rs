@@ -7,29 +7,30 @@ pub fn crc(b: &[u8]) -> u32 {
 
 /// Writes `v` little-endian at `b[off..off + 8]`.
 pub fn put_u64(b: &mut [u8], off: usize, v: u64) {
-    b[off..off + 8].copy_from_slice(&v.to_le_bytes());
+    b[off..][..8].copy_from_slice(&v.to_le_bytes());
 }
 
 /// Writes `v` little-endian at `b[off..off + 4]`.
 pub fn put_u32(b: &mut [u8], off: usize, v: u32) {
-    b[off..off + 4].copy_from_slice(&v.to_le_bytes());
+    b[off..][..4].copy_from_slice(&v.to_le_bytes());
 }
 
 /// Reads the little-endian `u64` at `b[off..off + 8]`.
 pub fn get_u64(b: &[u8], off: usize) -> u64 {
     let mut x = [0u8; 8];
-    x.copy_from_slice(&b[off..off + 8]);
+    x.copy_from_slice(&b[off..][..8]);
     u64::from_le_bytes(x)
 }
 
 /// Reads the little-endian `u32` at `b[off..off + 4]`.
 pub fn get_u32(b: &[u8], off: usize) -> u32 {
     let mut x = [0u8; 4];
-    x.copy_from_slice(&b[off..off + 4]);
+    x.copy_from_slice(&b[off..][..4]);
     u32::from_le_bytes(x)
 }
 
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)] // Tests build their own values.
 mod tests {
     use super::*;
 

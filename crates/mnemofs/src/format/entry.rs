@@ -86,6 +86,9 @@ pub const DENTRY_REMOVE: u8 = 2;
 /// SetAttr flag: this setattr made the file smaller (fast GC must keep it).
 pub const SETATTR_SHRINK: u32 = 1;
 
+/// Bytes of a SetAttr entry (two units).
+const SETATTR_BYTES: usize = 2 * UNIT as usize;
+
 /// Largest file size in bytes (16 TiB); no entry names a page or size past it.
 pub const MAX_FILE_SIZE: u64 = 1 << 44;
 /// Pages of the largest file.
@@ -234,16 +237,16 @@ impl Entry {
         match self {
             Entry::Write { .. } | Entry::Link { .. } => 1,
             Entry::SetAttr { .. } => 2,
-            Entry::Dentry { name, .. } => {
-                (DENTRY_NAME_OFF as u64 + name.len() as u64).div_ceil(UNIT)
-            }
+            Entry::Dentry { name, .. } => (name.len() as u64)
+                .saturating_add(DENTRY_NAME_OFF as u64)
+                .div_ceil(UNIT),
         }
     }
 
     /// Encodes the entry with a zero commit word.
     pub fn encode(&self) -> Vec<u8> {
         let units = self.units();
-        let mut b = vec![0u8; (units * UNIT) as usize];
+        let mut b = vec![0u8; units.saturating_mul(UNIT) as usize];
         b[ENTRY_UNITS_OFF] = units as u8;
         match self {
             Entry::Write {
@@ -308,7 +311,7 @@ impl Entry {
                 b[DENTRY_NAME_LEN_OFF] = name.len() as u8;
                 b[DENTRY_OP_OFF] = *op;
                 b[DENTRY_DTYPE_OFF] = kind.dirent_type();
-                b[DENTRY_NAME_OFF..DENTRY_NAME_OFF + name.len()].copy_from_slice(name);
+                b[DENTRY_NAME_OFF..][..name.len()].copy_from_slice(name);
             }
         }
         b
@@ -383,7 +386,10 @@ impl Entry {
             }
             Entry::Link { ctime, .. } => time("link ctime", ctime),
             Entry::Dentry {
-                cookie, time: t, name, ..
+                cookie,
+                time: t,
+                name,
+                ..
             } => {
                 if name.contains(&b'/') || name.contains(&0) {
                     return Err("dentry name holds '/' or NUL".into());
@@ -415,7 +421,7 @@ impl Entry {
                 size_after: get_u64(b, WRITE_SIZE_AFTER_OFF),
                 mtime: ts(WRITE_MTIME_SEC_OFF, WRITE_MTIME_NSEC_OFF),
             }),
-            ET_SETATTR if b.len() >= 2 * UNIT as usize => Ok(Entry::SetAttr {
+            ET_SETATTR if b.len() >= SETATTR_BYTES => Ok(Entry::SetAttr {
                 mode: get_u32(b, SETATTR_MODE_OFF),
                 uid: get_u32(b, SETATTR_UID_OFF),
                 gid: get_u32(b, SETATTR_GID_OFF),
@@ -432,7 +438,7 @@ impl Entry {
             }),
             ET_DENTRY => {
                 let len = b[DENTRY_NAME_LEN_OFF] as usize;
-                if len == 0 || DENTRY_NAME_OFF + len > b.len() {
+                if len == 0 || b.len().saturating_sub(DENTRY_NAME_OFF) < len {
                     return Err("dentry name length out of range".into());
                 }
                 let op = b[DENTRY_OP_OFF];
@@ -446,7 +452,7 @@ impl Entry {
                     cookie: get_u64(b, DENTRY_COOKIE_OFF),
                     kind,
                     time: ts(DENTRY_TIME_SEC_OFF, DENTRY_TIME_NSEC_OFF),
-                    name: b[DENTRY_NAME_OFF..DENTRY_NAME_OFF + len].to_vec(),
+                    name: b[DENTRY_NAME_OFF..][..len].to_vec(),
                 })
             }
             t => Err(format!("unknown entry type {t}")),
@@ -541,6 +547,7 @@ pub fn verify_entry(body: &[u8], crc_expected: u32) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)] // Tests build their own values.
 mod tests {
     use super::*;
 

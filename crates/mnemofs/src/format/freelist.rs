@@ -33,10 +33,14 @@ pub const FREELIST_EXT_LEN_OFF: usize = 8;
 
 /// Extents that fit in the saved free list of `g`.
 pub fn freelist_capacity(g: &Geometry) -> usize {
-    ((g.freelist_blocks * BLOCK - FREELIST_EXT_OFF) / FREELIST_EXT_SIZE) as usize
+    (g.freelist_blocks
+        .saturating_mul(BLOCK)
+        .saturating_sub(FREELIST_EXT_OFF)
+        / FREELIST_EXT_SIZE) as usize
 }
 
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)] // Tests build their own values.
 mod tests {
     use super::*;
 

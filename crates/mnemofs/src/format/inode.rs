@@ -69,6 +69,7 @@ pub fn decode_inode_static(
 }
 
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)] // Tests build their own values.
 mod tests {
     use super::*;
 

@@ -47,6 +47,7 @@ pub fn parse_journal_word(w: u64) -> std::result::Result<Option<(usize, u32)>, S
 }
 
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)] // Tests build their own values.
 mod tests {
     use super::*;
 

@@ -63,6 +63,7 @@ impl Geometry {
     }
 
     /// Like `compute_with_min`, with the LAWN zone's size and slot size.
+    #[allow(clippy::arithmetic_side_effects)] // Sums of values bounded as commented.
     pub fn compute_zoned(
         size: u64,
         cpus: u32,
@@ -90,25 +91,42 @@ impl Geometry {
         } else {
             inodes.max(16)
         };
+        let cpus64 = cpus as u64;
+        let too_many = || FsError::Invalid("inode count too large for any image");
         // Round up so every CPU owns the same number of inode slots.
-        let inode_count = inode_count.div_ceil(cpus as u64) * cpus as u64;
+        let inode_count = inode_count
+            .div_ceil(cpus64)
+            .checked_mul(cpus64)
+            .ok_or_else(too_many)?;
         let journal_start = 2;
-        let freelist_start = journal_start + cpus as u64;
+        // Small sums of constants and `cpus` (at most 64) cannot overflow.
+        let freelist_start = journal_start + cpus64;
         let inode_table_start = freelist_start + FREELIST_BLOCKS;
-        let inode_table_blocks = (inode_count * INODE_SIZE).div_ceil(BLOCK);
-        let redo_start = inode_table_start + inode_table_blocks;
-        let desc_start = redo_start + REDO_BLOCKS * cpus as u64;
+        let inode_table_blocks = inode_count
+            .checked_mul(INODE_SIZE)
+            .ok_or_else(too_many)?
+            .div_ceil(BLOCK);
+        let redo_start = inode_table_start
+            .checked_add(inode_table_blocks)
+            .ok_or_else(too_many)?;
+        let desc_start = redo_start
+            .checked_add(REDO_BLOCKS * cpus64)
+            .ok_or_else(too_many)?;
         // Slots plus their descriptors take `percent` of the image; every CPU's
-        // sub-zone has the same number of slots.
+        // sub-zone has the same number of slots (`percent` ≤ 50 and the slot size
+        // ≤ 2048 were checked above, so these products stay below `size`).
         let zone_bytes = size / 100 * zone.percent as u64;
-        let per_cpu = zone_bytes / (zone.slot_size as u64 + DESC_SIZE) / cpus as u64;
-        let zone_slots = per_cpu * cpus as u64;
+        let per_cpu = zone_bytes / (zone.slot_size as u64 + DESC_SIZE) / cpus64;
+        let zone_slots = per_cpu * cpus64;
+        let zone_blocks = (zone_slots * DESC_SIZE).div_ceil(BLOCK)
+            + (zone_slots * zone.slot_size as u64).div_ceil(BLOCK);
+        let data_start = desc_start.checked_add(zone_blocks).ok_or_else(too_many)?;
         let slot_start = desc_start + (zone_slots * DESC_SIZE).div_ceil(BLOCK);
-        let data_start = slot_start + (zone_slots * zone.slot_size as u64).div_ceil(BLOCK);
-        if data_start + 64 * cpus as u64 > total_blocks {
+        let need = data_start.saturating_add(64 * cpus64);
+        if need > total_blocks {
             return Err(FsError::ImageTooSmall {
                 size,
-                min: (data_start + 64 * cpus as u64) * BLOCK,
+                min: need.saturating_mul(BLOCK),
             });
         }
         Ok(Geometry {
@@ -130,45 +148,56 @@ impl Geometry {
         })
     }
 
+    // The positions below come from a checked geometry (`Geometry::decode`: every
+    // region inside the image); their arguments may come from PM, so a bad one
+    // saturates to an offset past the image, which the pm layer refuses, instead
+    // of wrapping into it.
+
     /// PM offset of CPU `cpu`'s fine-log redo area.
     pub fn redo_off(&self, cpu: u32) -> PmOff {
-        BlockNo(self.redo_start + REDO_BLOCKS * cpu as u64).off()
+        BlockNo(
+            self.redo_start
+                .saturating_add(REDO_BLOCKS.saturating_mul(cpu as u64)),
+        )
+        .off()
     }
 
     /// PM offset of the descriptor of zone slot `slot`.
     pub fn desc_off(&self, slot: u64) -> PmOff {
-        BlockNo(self.desc_start).at(slot * DESC_SIZE)
+        BlockNo(self.desc_start).at(slot.saturating_mul(DESC_SIZE))
     }
 
     /// PM offset of zone slot `slot`.
     pub fn slot_off(&self, slot: u64) -> PmOff {
-        BlockNo(self.slot_start).at(slot * self.slot_size as u64)
+        BlockNo(self.slot_start).at(slot.saturating_mul(self.slot_size as u64))
     }
 
     /// Slots of each CPU's sub-zone.
     pub fn slots_per_cpu(&self) -> u64 {
-        self.zone_slots / self.cpus as u64
+        self.zone_slots.checked_div(self.cpus as u64).unwrap_or(0)
     }
 
     /// Slices (slot-sized pieces) of one page.
     pub fn slices_per_page(&self) -> u64 {
-        BLOCK / self.slot_size as u64
+        BLOCK.checked_div(self.slot_size as u64).unwrap_or(0)
     }
 
     /// PM offset of CPU `cpu`'s journal block.
     pub fn journal_off(&self, cpu: u32) -> PmOff {
-        BlockNo(self.journal_start + cpu as u64).off()
+        BlockNo(self.journal_start.saturating_add(cpu as u64)).off()
     }
 
     /// PM offset of the slot of inode `ino` (1-based; the caller checks
     /// [`valid_ino`](Self::valid_ino)).
     pub fn inode_off(&self, ino: u64) -> PmOff {
-        BlockNo(self.inode_table_start).at((ino - 1) * INODE_SIZE)
+        BlockNo(self.inode_table_start).at(ino.saturating_sub(1).saturating_mul(INODE_SIZE))
     }
 
     /// Inode numbers are 1-based; inode `ino` belongs to CPU `(ino-1) % cpus`.
     pub fn ino_cpu(&self, ino: u64) -> u32 {
-        ((ino - 1) % self.cpus as u64) as u32
+        ino.saturating_sub(1)
+            .checked_rem(self.cpus as u64)
+            .unwrap_or(0) as u32
     }
 
     /// The LAWN sub-zone that holds the slices of page `pgoff` of inode `ino`
@@ -178,7 +207,7 @@ impl Geometry {
     pub fn lawn_sub(&self, ino: u64, pgoff: u64) -> u32 {
         let k = (ino << 32) ^ pgoff;
         let h = k.wrapping_mul(0xd6e8_feb8_6659_fd93) >> 32;
-        ((h * self.cpus as u64) >> 32) as u32
+        (h.saturating_mul(self.cpus as u64) >> 32) as u32
     }
 
     /// Whether `ino` names an inode slot of this image (`1..=inode_count`).
@@ -193,11 +222,12 @@ impl Geometry {
 
     /// Blocks of the data area.
     pub fn data_blocks(&self) -> u64 {
-        self.total_blocks - self.data_start
+        self.total_blocks.saturating_sub(self.data_start)
     }
 }
 
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)] // Tests build their own values.
 mod tests {
     use super::*;
     use crate::format::MIN_SIZE;

@@ -14,6 +14,10 @@
 //!
 //! Every item is re-exported here, so `crate::format::X` names each of them.
 
+// Values read from PM are untrusted: arithmetic on them is checked (checked_*,
+// saturating_* where an out-of-range result is refused later), enforced here.
+#![deny(clippy::arithmetic_side_effects)]
+
 mod bytes;
 mod entry;
 mod freelist;

@@ -145,10 +145,11 @@ impl Geometry {
         if journal_start != 2 {
             return bad(format!("journal_start is {journal_start}, not 2"));
         }
-        if freelist_start != journal_start + cpus as u64 {
+        // journal_start is 2 and cpus at most 64: the sums below cannot saturate.
+        if freelist_start != journal_start.saturating_add(cpus as u64) {
             return bad(format!(
                 "freelist_start is {freelist_start}, not {}",
-                journal_start + cpus as u64
+                journal_start.saturating_add(cpus as u64)
             ));
         }
         if freelist_blocks != FREELIST_BLOCKS {
@@ -156,10 +157,10 @@ impl Geometry {
                 "freelist_blocks is {freelist_blocks}, not {FREELIST_BLOCKS}"
             ));
         }
-        if inode_table_start != freelist_start + freelist_blocks {
+        if inode_table_start != freelist_start.saturating_add(freelist_blocks) {
             return bad(format!(
                 "inode_table_start is {inode_table_start}, not {}",
-                freelist_start + freelist_blocks
+                freelist_start.saturating_add(freelist_blocks)
             ));
         }
         // Inode numbers and every slot offset must fit the image's blocks.
@@ -191,12 +192,10 @@ impl Geometry {
         let redo_start = inode_table_start.checked_add(inode_table_blocks);
         let desc_start =
             redo_start.and_then(|r| r.checked_add(REDO_BLOCKS.checked_mul(cpus as u64)?));
-        let slot_start = desc_start.and_then(|d| {
-            d.checked_add(zone_slots.checked_mul(DESC_SIZE)?.div_ceil(BLOCK))
-        });
-        let slots_end = slot_start.and_then(|s| {
-            s.checked_add(zone_slots.checked_mul(slot_size as u64)?.div_ceil(BLOCK))
-        });
+        let slot_start = desc_start
+            .and_then(|d| d.checked_add(zone_slots.checked_mul(DESC_SIZE)?.div_ceil(BLOCK)));
+        let slots_end = slot_start
+            .and_then(|s| s.checked_add(zone_slots.checked_mul(slot_size as u64)?.div_ceil(BLOCK)));
         let (Some(redo_start), Some(desc_start), Some(slot_start), Some(slots_end)) =
             (redo_start, desc_start, slot_start, slots_end)
         else {
@@ -256,6 +255,7 @@ impl Geometry {
 }
 
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)] // Tests build their own values.
 mod tests {
     use super::*;
     use crate::error::FsError;

@@ -34,6 +34,7 @@ pub fn valid_slot_size(s: u32) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)] // Tests build their own values.
 mod tests {
     use super::*;
 

@@ -34,7 +34,8 @@ pub(super) fn check_namespace(
                             slot.ino
                         ));
                     }
-                    *refs.entry(slot.ino).or_insert(0) += 1;
+                    let r = refs.entry(slot.ino).or_insert(0);
+                    *r = r.saturating_add(1);
                     if c.kind == FileKind::Directory {
                         parents.push((slot.ino, dino));
                     }
@@ -59,7 +60,7 @@ pub(super) fn check_namespace(
                 if s.nlink != 0 && r != want_refs {
                     problems.push(format!("directory {ino} is named by {r} entries"));
                 }
-                if s.nlink != 0 && s.nlink != 2 + subdirs {
+                if s.nlink != 0 && s.nlink != subdirs.saturating_add(2) {
                     problems.push(format!(
                         "directory {ino}: link count {} but {} subdirectories",
                         s.nlink, subdirs
@@ -93,7 +94,7 @@ pub(super) fn check_namespace(
             if cur == 0 {
                 break;
             }
-            steps += 1;
+            steps = steps.saturating_add(1);
         }
         if cur != ROOT_INO {
             problems.push(format!("directory {ino} is not reachable from the root"));

@@ -18,6 +18,10 @@
 //! Submodules: [`superblock`] (step 1), [`replay`] (step 4), [`check`] (step 5),
 //! [`rebuild`] (step 6); the saved free list's codec is `freelist`.
 
+// Values read from PM are untrusted: arithmetic on them is checked (checked_*,
+// saturating_* where an out-of-range result is refused later), enforced here.
+#![deny(clippy::arithmetic_side_effects)]
+
 mod check;
 mod rebuild;
 pub(crate) mod replay;
@@ -94,9 +98,10 @@ pub(crate) fn recover(vol: &Vol, mode: Mode, keep_lawn: bool) -> Result<Recovere
 /// inode slot.
 fn journalable(geo: &Geometry, off: u64) -> bool {
     let t0 = BlockNo(geo.inode_table_start).off().get();
-    let t1 = t0 + geo.inode_count * INODE_SIZE;
+    // The table lies inside the image (`Geometry::decode`).
+    let t1 = t0.saturating_add(geo.inode_count.saturating_mul(INODE_SIZE));
     if off >= t0 && off < t1 {
-        let w = (off - t0) % INODE_SIZE;
+        let w = off.saturating_sub(t0) % INODE_SIZE;
         return w == INO_VALID_OFF || w == INO_HEAD_OFF || w == INO_TAIL_OFF;
     }
     false
@@ -239,8 +244,8 @@ fn load_rest(
     let mut log_pages = 0;
     let mut data_pages = 0;
     for s in states.values() {
-        log_pages += s.log.pages.len() as u64;
-        data_pages += s.pages.len() as u64;
+        log_pages = (s.log.pages.len() as u64).saturating_add(log_pages);
+        data_pages = (s.pages.len() as u64).saturating_add(data_pages);
     }
     let saved = if clean && orphans.is_empty() {
         match read_saved_freelist(pm, &geo) {

@@ -18,7 +18,8 @@ pub(super) fn ownership(
         let s = &states[&ino];
         let blocks = s.log.pages.iter().copied().chain(s.data_blocks());
         for b in blocks {
-            let i = (b - geo.data_start) as usize;
+            // Replay checked that every block is in the data area.
+            let i = b.saturating_sub(geo.data_start) as usize;
             if owner[i] != 0 {
                 problems.push(format!(
                     "block {b} is owned twice (inode {} and inode {ino})",
@@ -34,17 +35,15 @@ pub(super) fn ownership(
 
 pub(super) fn free_extents(geo: &Geometry, owner: &[u64]) -> Vec<Run> {
     let mut v = Vec::new();
-    let mut i = 0;
-    while i < owner.len() {
-        if owner[i] != 0 {
-            i += 1;
-            continue;
+    let mut at = geo.data_start;
+    // Runs of free (0) and owned blocks; `owner` covers the data area, so the
+    // positions stay below `total_blocks`.
+    for run in owner.chunk_by(|a, b| (*a == 0) == (*b == 0)) {
+        let len = run.len() as u64;
+        if run[0] == 0 {
+            v.push((at, len));
         }
-        let s = i;
-        while i < owner.len() && owner[i] == 0 {
-            i += 1;
-        }
-        v.push((geo.data_start + s as u64, (i - s) as u64));
+        at = at.saturating_add(len);
     }
     v
 }
@@ -56,7 +55,9 @@ pub(super) fn coalesce(runs: &[Run]) -> Vec<Run> {
     let mut out: Vec<Run> = Vec::with_capacity(v.len());
     for (s, l) in v {
         match out.last_mut() {
-            Some(last) if last.0 + last.1 == s => last.1 += l,
+            Some(last) if last.0.checked_add(last.1) == Some(s) => {
+                last.1 = last.1.saturating_add(l)
+            }
             _ => out.push((s, l)),
         }
     }
@@ -67,9 +68,15 @@ pub(super) fn describe_freelist_mismatch(saved: &[Run], computed: &[Run]) -> Str
     let a: u64 = saved.iter().map(|r| r.1).sum();
     let b: u64 = computed.iter().map(|r| r.1).sum();
     if a < b {
-        format!("saved free list misses {} blocks (leaked blocks)", b - a)
+        format!(
+            "saved free list misses {} blocks (leaked blocks)",
+            b.saturating_sub(a)
+        )
     } else if a > b {
-        format!("saved free list has {} blocks that inodes own", a - b)
+        format!(
+            "saved free list has {} blocks that inodes own",
+            a.saturating_sub(b)
+        )
     } else {
         "saved free list differs from the blocks the inodes own".into()
     }

@@ -56,13 +56,15 @@ pub(super) fn load_inode(
             ));
         }
         st.log.pages.push(p);
-        let in_page = tail >= base && tail <= base + LOG_DATA;
+        // `p` is a data block, so the page's offsets are inside the image.
+        let page_end = base.saturating_add(LOG_DATA);
+        let in_page = tail >= base && tail <= page_end;
         let end = if in_page && !bugs::on(Bug::ReplayUncommitted) {
             tail
         } else {
-            base + LOG_DATA
+            page_end
         };
-        if !(end - base).is_multiple_of(UNIT) {
+        if !end.saturating_sub(base).is_multiple_of(UNIT) {
             return Err(format!(
                 "inode {ino}: log tail {tail:#x} is not entry-aligned"
             ));
@@ -70,14 +72,14 @@ pub(super) fn load_inode(
         replay_page(pm, geo, &mut st, base, end, &mut group)?;
         if in_page {
             // Zero whatever an uncommitted append left past the tail.
-            let rest = base + LOG_DATA - tail;
+            let rest = page_end.saturating_sub(tail);
             if rest > 0 && !bugs::on(Bug::ReplayUncommitted) {
                 let mut buf = vec![0u8; rest as usize];
                 pm.read(PmOff(tail), &mut buf);
                 if buf.iter().any(|&b| b != 0) {
                     pm.zero(PmOff(tail), rest);
                     pm.flush(PmOff(tail), rest);
-                    *tail_fixes += 1;
+                    *tail_fixes = tail_fixes.saturating_add(1);
                 }
             }
             break;
@@ -113,8 +115,9 @@ fn read_entry(
     crc: u32,
 ) -> std::result::Result<(Entry, u16), String> {
     let ino = st.ino;
-    let len = units * UNIT;
-    if pos + len > end {
+    // `units` ≤ LOG_DATA / UNIT (`parse_commit`).
+    let len = units.saturating_mul(UNIT);
+    if pos.saturating_add(len) > end {
         return Err(format!(
             "inode {ino}: log entry at {pos:#x} runs past the tail"
         ));
@@ -155,7 +158,7 @@ pub(crate) fn replay_page(
                         "inode {ino}: log slot at {pos:#x}: a committed group misses a member"
                     ));
                 }
-                pos += UNIT;
+                pos = pos.saturating_add(UNIT);
             }
             CommitState::Garbage => {
                 return Err(format!(
@@ -166,12 +169,12 @@ pub(crate) fn replay_page(
                 let Some(g) = group.as_mut() else {
                     // A member of a group whose leader never committed: skipped unread
                     // (its body may be torn).
-                    pos += units * UNIT;
+                    pos = pos.saturating_add(units.saturating_mul(UNIT));
                     continue;
                 };
                 let (e, _) = read_entry(pm, geo, st, pos, end, units, crc)?;
                 g.entries.push((pos, e));
-                g.left -= 1;
+                g.left = g.left.saturating_sub(1);
                 if g.left == 0 {
                     if let Some(g) = group.take() {
                         for (off, e) in &g.entries {
@@ -179,7 +182,7 @@ pub(crate) fn replay_page(
                         }
                     }
                 }
-                pos += units * UNIT;
+                pos = pos.saturating_add(units.saturating_mul(UNIT));
             }
             CommitState::Committed { units, crc } => {
                 if group.is_some() {
@@ -190,13 +193,13 @@ pub(crate) fn replay_page(
                 let (e, n) = read_entry(pm, geo, st, pos, end, units, crc)?;
                 if n > 1 {
                     *group = Some(Group {
-                        left: n - 1,
+                        left: n.saturating_sub(1),
                         entries: vec![(pos, e)],
                     });
                 } else {
                     st.apply(pos, &e);
                 }
-                pos += units * UNIT;
+                pos = pos.saturating_add(units.saturating_mul(UNIT));
             }
         }
     }
@@ -208,7 +211,8 @@ fn validate_entry(geo: &Geometry, st: &InodeState, e: &Entry) -> std::result::Re
         Entry::Write { block, npages, .. } => {
             // `Entry::decode` refused zero pages and pages past the largest file.
             let last = block.checked_add((*npages as u64).saturating_sub(1));
-            if *block != 0 && !(geo.is_data_block(*block) && last.is_some_and(|l| geo.is_data_block(l)))
+            if *block != 0
+                && !(geo.is_data_block(*block) && last.is_some_and(|l| geo.is_data_block(l)))
             {
                 return Err(format!(
                     "write names blocks {block}+{npages} outside the data area"
@@ -232,6 +236,7 @@ fn validate_entry(geo: &Geometry, st: &InodeState, e: &Entry) -> std::result::Re
 }
 
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)] // Tests build their own values.
 mod tests {
     use super::*;
     use crate::log::{mark_reserved, write_reserved, LogState};

@@ -15,6 +15,10 @@
 //! written by a build that placed runs by the inode's CPU: mount writes it back to its
 //! page (slots into the file, fence) before clearing it, so no byte is lost.
 
+// Values read from PM are untrusted: arithmetic on them is checked (checked_*,
+// saturating_* where an out-of-range result is refused later), enforced here.
+#![deny(clippy::arithmetic_side_effects)]
+
 use super::descriptor::{decode, Decoded, Desc};
 use super::zone::SubZone;
 use crate::addr::BlockNo;
@@ -41,7 +45,7 @@ pub(crate) fn scan(
         Vec::new()
     } else {
         (0..geo.cpus as u64)
-            .map(|c| SubZone::new(c * per, per))
+            .map(|c| SubZone::new(c.saturating_mul(per), per))
             .collect()
     };
     let mut clear: Vec<u64> = Vec::new();
@@ -49,16 +53,16 @@ pub(crate) fn scan(
     let mut misplaced: Vec<(u64, Desc)> = Vec::new();
     let per_block = BLOCK / DESC_SIZE;
     let mut buf = vec![0u8; BLOCK as usize];
-    let mut slot = 0u64;
-    while slot < geo.zone_slots {
-        let n = per_block.min(geo.zone_slots - slot);
-        let bytes = &mut buf[..(n * DESC_SIZE) as usize];
+    // The table lies inside the image (`Geometry::decode`); it is read a block of
+    // descriptors at a time.
+    for slot in (0..geo.zone_slots).step_by(per_block as usize) {
+        let n = per_block.min(geo.zone_slots.saturating_sub(slot));
+        let bytes = &mut buf[..n.saturating_mul(DESC_SIZE) as usize];
         pm.read(geo.desc_off(slot), bytes);
-        for i in 0..n {
-            let mut w = [0u8; 16];
-            w.copy_from_slice(&bytes[(i * DESC_SIZE) as usize..((i + 1) * DESC_SIZE) as usize]);
-            let v = u128::from_le_bytes(w);
-            let at = slot + i;
+        for (at, w) in (slot..).zip(bytes.chunks_exact(DESC_SIZE as usize)) {
+            let mut w16 = [0u8; 16];
+            w16.copy_from_slice(w);
+            let v = u128::from_le_bytes(w16);
             match decode(v) {
                 Decoded::Clear => {}
                 Decoded::Invalid => {
@@ -73,10 +77,14 @@ pub(crate) fn scan(
                     clear.push(at);
                 }
                 Decoded::Valid(d) => {
-                    let sub = (at / per.max(1)) as usize;
+                    let sub = at.checked_div(per).unwrap_or(0) as usize;
                     let shape_ok = geo.valid_ino(d.ino)
-                        && (d.first + d.count) as u64 <= geo.slices_per_page()
-                        && at % per.max(1) + d.count as u64 <= per;
+                        && d.first.saturating_add(d.count) as u64 <= geo.slices_per_page()
+                        && at
+                            .checked_rem(per)
+                            .unwrap_or(0)
+                            .saturating_add(d.count as u64)
+                            <= per;
                     if !shape_ok {
                         if mode == Mode::Fsck {
                             problems.push(format!(
@@ -109,7 +117,6 @@ pub(crate) fn scan(
                 }
             }
         }
-        slot += n;
     }
     if mode == Mode::Fsck && !stale.is_empty() {
         let mut owner: HashMap<u64, (Ino, u64)> = HashMap::new();
@@ -142,9 +149,10 @@ pub(crate) fn scan(
         let s = geo.slot_size as u64;
         let mut buf = vec![0u8; BLOCK as usize];
         for &(at, d) in &misplaced {
-            let b = &mut buf[..(d.count as u64 * s) as usize];
+            // Slices within one page (checked in the scan above).
+            let b = &mut buf[..(d.count as u64).saturating_mul(s) as usize];
             pm.read(geo.slot_off(at), b);
-            pm.write_nt(BlockNo(d.block).at(d.first as u64 * s), b);
+            pm.write_nt(BlockNo(d.block).at((d.first as u64).saturating_mul(s)), b);
         }
         // Fence: the misplaced runs' slices are in their pages before their
         // descriptors are cleared below.
