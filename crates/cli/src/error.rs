@@ -28,17 +28,23 @@ impl CliError {
 
 pub type CliResult<T> = Result<T, CliError>;
 
-/// An engine error about `path`, with the path named once.
+/// An engine error about `path`, with the path named once, on one line. An image
+/// that is not a usable mnemofs (corrupt, foreign, too small) exits 2.
 pub fn fs_error(path: &Path, err: &FsError) -> CliError {
     let shown = path.display();
-    CliError::new(match err {
+    let code = match err {
+        FsError::Corrupt(_) | FsError::NotMnemofs(_) | FsError::ImageTooSmall { .. } => 2,
+        _ => 1,
+    };
+    let e = CliError::new(match err {
         // These already name the path.
         FsError::Pm(_) | FsError::AlreadyFormatted { .. } => {
             without_os_error_codes(&err.to_string())
         }
         FsError::Io(e) => format!("{shown}: {}", strip_os_error(e)),
         _ => format!("{shown}: {err}"),
-    })
+    });
+    e.with_code(code)
 }
 
 /// How long a command waits for an image that another mnemofs process holds. A

@@ -243,13 +243,18 @@ fn spawn_daemon(args: &MountArgs, image: &Path, mountpoint: &Path) -> CliResult<
         Ok(1) if first[0] == b'E' => {
             let mut rest = Vec::new();
             let _ = reader.read_to_end(&mut rest);
-            let _ = child.wait();
+            // The daemon exits with its error's status (2: the image is unusable).
+            let code = match child.wait() {
+                Ok(s) => s.code().filter(|&c| c > 0).unwrap_or(1),
+                Err(_) => 1,
+            };
             let msg = String::from_utf8_lossy(&rest).into_owned();
             Err(CliError::new(if msg.trim().is_empty() {
                 "the mount daemon failed".to_string()
             } else {
                 msg
-            }))
+            })
+            .with_code(code))
         }
         _ => {
             let status = match child.wait() {

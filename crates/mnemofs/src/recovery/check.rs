@@ -21,7 +21,7 @@ pub(super) fn check_namespace(
     for (&dino, d) in states.iter() {
         let Some(dir) = &d.dir else { continue };
         for (name, slot) in &dir.names {
-            let shown = String::from_utf8_lossy(name);
+            let shown = name.escape_ascii();
             match states.get(&slot.ino) {
                 None => problems.push(format!(
                     "directory {dino}: entry '{shown}' names free inode {}",
