@@ -42,7 +42,9 @@ use crate::space::Run;
 use crate::types::{Ino, ROOT_INO};
 use crate::vol::Vol;
 use check::check_namespace;
-use rebuild::{coalesce, describe_freelist_mismatch, free_extents, ownership};
+use rebuild::{
+    coalesce, describe_freelist_mismatch, first_doubly_owned, free_extents, ownership,
+};
 use replay::load_inode;
 use std::collections::HashMap;
 pub(crate) use superblock::read_superblock;
@@ -279,6 +281,15 @@ fn load_rest(
         first_owned_free(s, owned()).is_none()
             && free.checked_add(owned().count() as u64) == Some(geo.data_blocks())
     });
+    if mode == Mode::Mount && saved.is_some() {
+        // The full ownership table below is built only without a trusted list;
+        // a block with two owners is refused either way.
+        if let Some(b) = first_doubly_owned(&geo, &states) {
+            return Err(FsError::Corrupt(format!(
+                "block {b} is owned twice (by two inodes, or twice by one)"
+            )));
+        }
+    }
     let free = match (mode, saved) {
         (Mode::Mount, Some(f)) => f,
         (_, saved) => {

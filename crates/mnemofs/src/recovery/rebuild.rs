@@ -33,6 +33,29 @@ pub(super) fn ownership(
     owner
 }
 
+/// The first block two valid inodes (or one inode twice) own, found with one bit per
+/// data block: what a mount that trusts the saved free list checks instead of
+/// building [`ownership`]'s full table.
+pub(super) fn first_doubly_owned(
+    geo: &Geometry,
+    states: &HashMap<Ino, InodeState>,
+) -> Option<u64> {
+    let mut bits = vec![0u64; geo.data_blocks().div_ceil(64) as usize];
+    for s in states.values() {
+        for b in s.log.pages.iter().copied().chain(s.data_blocks()) {
+            // Replay checked that every block is in the data area.
+            let i = b.saturating_sub(geo.data_start);
+            let w = bits.get_mut((i / 64) as usize)?;
+            let m = 1u64 << (i % 64);
+            if *w & m != 0 {
+                return Some(b);
+            }
+            *w |= m;
+        }
+    }
+    None
+}
+
 pub(super) fn free_extents(geo: &Geometry, owner: &[u64]) -> Vec<Run> {
     let mut v = Vec::new();
     let mut at = geo.data_start;
