@@ -2,10 +2,17 @@
 
 use crate::addr::{BlockNo, PmOff};
 use crate::error::{FsError, Result};
-use crate::format::{Geometry, SB_REPLICA_BLOCK};
+use crate::format::{Geometry, BLOCK, SB_REPLICA_BLOCK};
 use crate::vol::Vol;
 /// Reads and validates the superblock; repairs the primary from the replica.
 pub(crate) fn read_superblock(pm: &Vol, problems: &mut Vec<String>) -> Result<Geometry> {
+    // Blocks 0 and 1 hold the two copies (the state word is in block 0).
+    if pm.len() < 2 * BLOCK {
+        return Err(FsError::NotMnemofs(format!(
+            "{} bytes cannot hold a superblock and its replica",
+            pm.len()
+        )));
+    }
     let mut b = [0u8; 128];
     pm.read(PmOff::ZERO, &mut b);
     let primary = Geometry::decode(&b, pm.len());
