@@ -93,6 +93,14 @@ impl Namespace<'_> {
 
     /// Changes the attributes `req` names (a size change truncates or extends).
     pub fn setattr(&self, ino: Ino, req: &SetAttr) -> Result<Attr> {
+        // A time the format cannot hold (recovery refuses nanoseconds ≥ 10^9).
+        if [req.atime, req.mtime, req.ctime]
+            .iter()
+            .flatten()
+            .any(|t| t.nsec >= 1_000_000_000)
+        {
+            return Err(FsError::Invalid("nanoseconds of a time must be below 10^9"));
+        }
         let inode = self.table.get(ino)?;
         // The whole file: a setattr entry is a full snapshot (size included), so no
         // concurrent data write may sit between its snapshot and its commit — replay
