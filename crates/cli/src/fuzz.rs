@@ -33,7 +33,7 @@ pub struct FuzzArgs {
     #[arg(long, value_name = "SEED")]
     pub only: Option<u64>,
     /// Deadline of each step (fsck, mount, walk, workload, unmount, ...) in ms
-    #[arg(long, value_name = "MS", default_value_t = 2000)]
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
     pub deadline_ms: u64,
     /// Write the images of failing seeds to DIR (seed-<S>.img)
     #[arg(long, value_name = "DIR")]
@@ -90,8 +90,7 @@ fn build() -> CliResult<Fuzzer> {
 }
 
 fn save(dir: &PathBuf, seed: u64, bytes: &[u8]) -> CliResult<PathBuf> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| CliError::new(format!("{}: {e}", dir.display())))?;
+    std::fs::create_dir_all(dir).map_err(|e| CliError::new(format!("{}: {e}", dir.display())))?;
     let p = dir.join(format!("seed-{seed}.img"));
     std::fs::write(&p, bytes).map_err(|e| CliError::new(format!("{}: {e}", p.display())))?;
     Ok(p)
@@ -167,7 +166,12 @@ fn only(seed: u64, deadline: Duration, save_dir: Option<&PathBuf>) -> CliResult<
             0
         }
         Some(f) => {
-            println!("  result: FAILURE {} in step {}: {}", f.class.name(), f.step, f.msg);
+            println!(
+                "  result: FAILURE {} in step {}: {}",
+                f.class.name(),
+                f.step,
+                f.msg
+            );
             1
         }
     };
@@ -252,15 +256,15 @@ enum Msg {
     Eof(usize, u64),
 }
 
-fn spawn(
-    id: usize,
-    gen: u64,
-    deadline_ms: u64,
-    tx: &mpsc::Sender<Msg>,
-) -> CliResult<Worker> {
+fn spawn(id: usize, gen: u64, deadline_ms: u64, tx: &mpsc::Sender<Msg>) -> CliResult<Worker> {
     let exe = std::env::current_exe().map_err(|e| CliError::new(format!("current exe: {e}")))?;
     let mut child = Command::new(exe)
-        .args(["fuzz", "--worker", "--deadline-ms", &deadline_ms.to_string()])
+        .args([
+            "fuzz",
+            "--worker",
+            "--deadline-ms",
+            &deadline_ms.to_string(),
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -369,7 +373,9 @@ fn drive(a: &FuzzArgs, deadline: Duration) -> CliResult<i32> {
                         }
                     }
                     Some("R") if f.len() >= 8 => {
-                        let Ok(seed) = f[1].parse::<u64>() else { continue };
+                        let Ok(seed) = f[1].parse::<u64>() else {
+                            continue;
+                        };
                         w.in_flight = None;
                         if let Some((_, e)) = &mut w.chunk {
                             w.chunk = Some((seed + 1, *e));
@@ -439,7 +445,11 @@ fn drive(a: &FuzzArgs, deadline: Duration) -> CliResult<i32> {
         if restart.is_none() {
             for (id, w) in ws.iter_mut().enumerate() {
                 let Some(w) = w else { continue };
-                let limit = if w.in_flight.is_some() { backstop } else { startup };
+                let limit = if w.in_flight.is_some() {
+                    backstop
+                } else {
+                    startup
+                };
                 if w.chunk.is_some() && w.last.elapsed() > limit {
                     let _ = w.child.kill();
                     let _ = w.child.wait();
@@ -448,7 +458,10 @@ fn drive(a: &FuzzArgs, deadline: Duration) -> CliResult<i32> {
                         id,
                         Some((
                             Class::Hang,
-                            format!("worker silent for {} ms in step {step}; killed", limit.as_millis()),
+                            format!(
+                                "worker silent for {} ms in step {step}; killed",
+                                limit.as_millis()
+                            ),
                         )),
                     ));
                     break;
@@ -482,7 +495,11 @@ fn drive(a: &FuzzArgs, deadline: Duration) -> CliResult<i32> {
             for (seed, _, _) in &t.failed {
                 save(dir, *seed, &fz.image(*seed).bytes)?;
             }
-            println!("fuzz: {} failing images saved to {}", t.failed.len(), dir.display());
+            println!(
+                "fuzz: {} failing images saved to {}",
+                t.failed.len(),
+                dir.display()
+            );
         }
     }
     let g = |m: &BTreeMap<&'static str, u64>, k: &str| m.get(k).copied().unwrap_or(0);

@@ -154,7 +154,12 @@ impl Ops<'_> {
 /// one log page, a file whose log spans several pages (pinned hole punches), sparse
 /// files, truncation, symlinks, hard links, renames and unlinks.
 fn mixed(fs: &Fs, pins: &Pins, cpus: u32) -> Result<(), String> {
-    let mut o = Ops { fs, pins, cpus, k: 0 };
+    let mut o = Ops {
+        fs,
+        pins,
+        cpus,
+        k: 0,
+    };
     let a = o.mkdir(ROOT_INO, b"a")?;
     let b = o.mkdir(a, b"b")?;
     let c = o.mkdir(b, b"c")?;
@@ -249,13 +254,23 @@ fn mixed(fs: &Fs, pins: &Pins, cpus: u32) -> Result<(), String> {
 
 /// Sub-page writes (LAWN runs, fine-log writes) on a few files.
 fn small_writes(fs: &Fs, pins: &Pins, cpus: u32) -> Result<(), String> {
-    let mut o = Ops { fs, pins, cpus, k: 1 };
+    let mut o = Ops {
+        fs,
+        pins,
+        cpus,
+        k: 1,
+    };
     let d = o.mkdir(ROOT_INO, b"sw")?;
     for (i, name) in [&b"p"[..], b"q", b"r"].into_iter().enumerate() {
         let f = o.create(d, name)?;
         o.write(f, 0, 3 * 4096, 20 + i as u8)?;
         for j in 0..6u64 {
-            o.write(f, j * 700 + 64 * i as u64, 100 + 64 * j as usize, 30 + j as u8)?;
+            o.write(
+                f,
+                j * 700 + 64 * i as u64,
+                100 + 64 * j as usize,
+                30 + j as u8,
+            )?;
         }
     }
     Ok(())
@@ -388,16 +403,25 @@ fn canonicalize(img: &mut [u8]) {
         let c = format::crc(&b[..format::SB_CSUM_LEN]);
         format::put_u32(b, format::SB_CSUM_OFF, c);
     }
-    for e in map.entries.iter() {
+    for e in map.entries.iter().chain(&map.staged) {
         let s = e.off as usize;
         let len = (e.units * format::UNIT) as usize;
         let b = &mut img[s..s + len];
         let times: &[(usize, usize)] = match b[format::ENTRY_TYPE_OFF] {
             format::ET_WRITE => &[(format::WRITE_MTIME_SEC_OFF, format::WRITE_MTIME_NSEC_OFF)],
             format::ET_SETATTR => &[
-                (format::SETATTR_ATIME_SEC_OFF, format::SETATTR_ATIME_NSEC_OFF),
-                (format::SETATTR_MTIME_SEC_OFF, format::SETATTR_MTIME_NSEC_OFF),
-                (format::SETATTR_CTIME_SEC_OFF, format::SETATTR_CTIME_NSEC_OFF),
+                (
+                    format::SETATTR_ATIME_SEC_OFF,
+                    format::SETATTR_ATIME_NSEC_OFF,
+                ),
+                (
+                    format::SETATTR_MTIME_SEC_OFF,
+                    format::SETATTR_MTIME_NSEC_OFF,
+                ),
+                (
+                    format::SETATTR_CTIME_SEC_OFF,
+                    format::SETATTR_CTIME_NSEC_OFF,
+                ),
             ],
             format::ET_LINK => &[(format::LINK_CTIME_SEC_OFF, format::LINK_CTIME_NSEC_OFF)],
             format::ET_DENTRY => &[(format::DENTRY_TIME_SEC_OFF, format::DENTRY_TIME_NSEC_OFF)],

@@ -47,6 +47,9 @@ pub struct Map {
     pub inodes: Vec<InodeInfo>,
     /// Committed entries (up to each tail).
     pub entries: Vec<EntryInfo>,
+    /// Entries with a valid commit mark past the tail of a tail page (staged by an
+    /// append that had not moved the tail yet: crash states).
+    pub staged: Vec<EntryInfo>,
     /// Write entries with a block: (ino, pgoff, block, npages).
     pub writes: Vec<(u64, u64, u64, u32)>,
     /// Extents in the saved free list (0 without a valid-looking one).
@@ -75,6 +78,7 @@ impl Map {
             len,
             inodes: Vec::new(),
             entries: Vec::new(),
+            staged: Vec::new(),
             writes: Vec::new(),
             freelist_n: 0,
             redo_live: Vec::new(),
@@ -105,8 +109,8 @@ impl Map {
         }
         let fl = geo.freelist_start * BLOCK;
         if format::get_u64(img, fl as usize) == format::FREELIST_MAGIC {
-            m.freelist_n = format::get_u64(img, fl as usize + 8)
-                .min(format::freelist_capacity(&geo) as u64);
+            m.freelist_n =
+                format::get_u64(img, fl as usize + 8).min(format::freelist_capacity(&geo) as u64);
         }
         for cpu in 0..geo.cpus {
             if format::get_u64(img, geo.redo_off(cpu).get() as usize) != 0 {
@@ -131,6 +135,9 @@ impl Map {
             let holds_tail = info.tail >= p && info.tail <= p + LOG_DATA;
             let end = if holds_tail { info.tail } else { p + LOG_DATA };
             let mut off = p;
+            if holds_tail && info.tail.is_multiple_of(UNIT) {
+                self.staged_after(img, info, info.tail, p + LOG_DATA);
+            }
             while off + UNIT <= end {
                 let w = format::get_u64(img, off as usize);
                 match parse_commit(w) {
@@ -166,6 +173,32 @@ impl Map {
                 break;
             }
             page = format::get_u64(img, (p + format::LOG_NEXT_OFF) as usize);
+        }
+    }
+
+    fn staged_after(&mut self, img: &[u8], info: &InodeInfo, from: u64, end: u64) {
+        let mut off = from;
+        while off + UNIT <= end {
+            let w = format::get_u64(img, off as usize);
+            match parse_commit(w) {
+                CommitState::Committed { units, crc } | CommitState::Follower { units, crc }
+                    if off + units * UNIT <= end
+                        && format::verify_entry(
+                            &img[off as usize..(off + units * UNIT) as usize],
+                            crc,
+                        ) =>
+                {
+                    self.staged.push(EntryInfo {
+                        off,
+                        units,
+                        ino: info.ino,
+                        dir: info.kind == FileKind::Directory,
+                        etype: img[off as usize + format::ENTRY_TYPE_OFF],
+                    });
+                    off += units * UNIT;
+                }
+                _ => off += UNIT,
+            }
         }
     }
 

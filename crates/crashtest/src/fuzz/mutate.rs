@@ -36,7 +36,11 @@ fn regions(m: &Map) -> Vec<Region> {
         ),
     ];
     for c in 0..g.cpus {
-        v.push(r(g.journal_off(c).get(), 64 + 16 * 4, format!("journal of cpu {c}")));
+        v.push(r(
+            g.journal_off(c).get(),
+            64 + 16 * 4,
+            format!("journal of cpu {c}"),
+        ));
         v.push(r(g.redo_off(c).get(), 128, format!("redo area of cpu {c}")));
     }
     for i in &m.inodes {
@@ -51,7 +55,11 @@ fn regions(m: &Map) -> Vec<Region> {
             format!("inode slot {}", i.ino),
         ));
         for &p in &i.pages {
-            v.push(r(p * BLOCK, LOG_DATA, format!("log page {p} of inode {}", i.ino)));
+            v.push(r(
+                p * BLOCK,
+                LOG_DATA,
+                format!("log page {p} of inode {}", i.ino),
+            ));
             v.push(r(
                 p * BLOCK + LOG_DATA,
                 24,
@@ -243,7 +251,11 @@ const SB_FIELDS: &[(&str, usize, W)] = &[
     ("freelist_start", format::SB_FREELIST_START_OFF, W::B8),
     ("freelist_blocks", format::SB_FREELIST_BLOCKS_OFF, W::B8),
     ("inode_table_start", format::SB_INODE_TABLE_START_OFF, W::B8),
-    ("inode_table_blocks", format::SB_INODE_TABLE_BLOCKS_OFF, W::B8),
+    (
+        "inode_table_blocks",
+        format::SB_INODE_TABLE_BLOCKS_OFF,
+        W::B8,
+    ),
     ("data_start", format::SB_DATA_START_OFF, W::B8),
     ("created", format::SB_CREATED_OFF, W::B8),
     ("zone_slots", format::SB_ZONE_SLOTS_OFF, W::B8),
@@ -297,7 +309,11 @@ fn superblock(img: &mut [u8], m: &Map, rng: &mut StdRng) -> String {
             continue;
         }
         let old = get(b, fo, w);
-        let new = if k == 0 { value(rng, m, w, old) } else { get(&img[0..], fo, w) };
+        let new = if k == 0 {
+            value(rng, m, w, old)
+        } else {
+            get(&img[0..], fo, w)
+        };
         let b = &mut img[base..base + format::SB_SIZE];
         put(b, fo, w, new);
         let c = format::crc(&b[..format::SB_CSUM_LEN]);
@@ -329,7 +345,8 @@ fn inode_words(img: &mut [u8], m: &Map, rng: &mut StdRng) -> Option<String> {
     };
     let info = m.inodes.iter().find(|i| i.ino == ino);
     let s = g.inode_off(ino).get() as usize;
-    let (field, fo) = [("valid", 0usize), ("log_head", 8), ("log_tail", 16)][rng.random_range(0..3)];
+    let (field, fo) =
+        [("valid", 0usize), ("log_head", 8), ("log_tail", 16)][rng.random_range(0..3)];
     let old = format::get_u64(img, s + fo);
     let pages = m.log_pages();
     let new = match (field, rng.random_range(0..4)) {
@@ -363,7 +380,10 @@ fn inode_static(img: &mut [u8], m: &Map, rng: &mut StdRng) -> Option<String> {
             _ => rng.random_range(1..=g.inode_count),
         };
         format::put_u64(b, format::INO_NUM_OFF, new);
-        (format!("inode slot {} static ino: {old} -> {new}", info.ino), true)
+        (
+            format!("inode slot {} static ino: {old} -> {new}", info.ino),
+            true,
+        )
     } else {
         let old = format::get_u32(b, format::INO_MODE_OFF);
         let kinds = [
@@ -380,7 +400,10 @@ fn inode_static(img: &mut [u8], m: &Map, rng: &mut StdRng) -> Option<String> {
             _ => kinds[rng.random_range(0..kinds.len())].mode_bits(),
         };
         format::put_u32(b, format::INO_MODE_OFF, new);
-        (format!("inode slot {} static mode: {old:#o} -> {new:#o}", info.ino), true)
+        (
+            format!("inode slot {} static mode: {old:#o} -> {new:#o}", info.ino),
+            true,
+        )
     };
     if ok {
         let c = format::crc(&b[format::INO_STATIC_OFF..format::INO_CSUM_OFF]);
@@ -403,7 +426,7 @@ fn page_header(img: &mut [u8], m: &Map, rng: &mut StdRng) -> Option<String> {
     let o = base + fo as usize;
     let old = format::get_u64(img, o);
     let new = match (field, rng.random_range(0..5)) {
-        ("next", 0) => p,                  // a cycle onto itself
+        ("next", 0) => p,                                   // a cycle onto itself
         ("next", 1) => info.pages[rng.random_range(0..=i)], // an earlier page
         ("next", 2) => 0,
         ("next", 3) => pick(rng, &m.log_pages())?.1, // another inode's page
@@ -488,9 +511,13 @@ fn entry_field(img: &mut [u8], m: &Map, rng: &mut StdRng) -> Option<String> {
     if f == "name" {
         let room = len - format::DENTRY_NAME_OFF;
         let old_len = b[format::DENTRY_NAME_LEN_OFF] as usize;
-        let old = String::from_utf8_lossy(&b[format::DENTRY_NAME_OFF..format::DENTRY_NAME_OFF + old_len.min(room)])
-            .into_owned();
-        let cands: [&[u8]; 9] = [b"/", b"\0", b"", b".", b"..", b"a/b", b"x\0y", b"f1", b"many"];
+        let old = String::from_utf8_lossy(
+            &b[format::DENTRY_NAME_OFF..format::DENTRY_NAME_OFF + old_len.min(room)],
+        )
+        .into_owned();
+        let cands: [&[u8]; 9] = [
+            b"/", b"\0", b"", b".", b"..", b"a/b", b"x\0y", b"f1", b"many",
+        ];
         let new = cands[rng.random_range(0..cands.len())];
         let n = new.len().min(room);
         b[format::DENTRY_NAME_OFF..].fill(0);
@@ -523,17 +550,27 @@ fn commit_mark(img: &mut [u8], m: &Map, rng: &mut StdRng) -> Option<String> {
     let len = (e.units * UNIT) as usize;
     let b = &mut img[s..s + len];
     let old = format::get_u64(b, 0);
-    let what = format!("{} entry at {:#x} (inode {})", entry_name(e.etype), e.off, e.ino);
+    let what = format!(
+        "{} entry at {:#x} (inode {})",
+        entry_name(e.etype),
+        e.off,
+        e.ino
+    );
     let desc = match rng.random_range(0..5) {
         0 => {
             // Committed <-> follower.
-            let tag = if old >> 48 == 0xC0DE { 0xF011u64 } else { 0xC0DE };
+            let tag = if old >> 48 == 0xC0DE {
+                0xF011u64
+            } else {
+                0xC0DE
+            };
             format::put_u64(b, 0, (tag << 48) | (old & 0xffff_ffff_ffff));
             "tag swapped (commit/follower)".to_string()
         }
         1 => {
             let g: u16 = [2, 3, 5, 63, 0xffff][rng.random_range(0..5)];
-            b[format::ENTRY_GROUP_OFF..format::ENTRY_GROUP_OFF + 2].copy_from_slice(&g.to_le_bytes());
+            b[format::ENTRY_GROUP_OFF..format::ENTRY_GROUP_OFF + 2]
+                .copy_from_slice(&g.to_le_bytes());
             reseal(b);
             format!("group size -> {g} (crc recomputed)")
         }
@@ -592,7 +629,10 @@ fn journal(img: &mut [u8], m: &Map, rng: &mut StdRng) -> String {
             let w = (0x4A4Eu64 << 48) | (bad << 32) | format::crc(&recs) as u64;
             (w, format!("nrec {bad}"))
         }
-        1 => (format::journal_word(n, &recs) ^ 1, "crc off by one bit".into()),
+        1 => (
+            format::journal_word(n, &recs) ^ 1,
+            "crc off by one bit".into(),
+        ),
         _ => (format::journal_word(n, &recs), "crc recomputed".into()),
     };
     let old = format::get_u64(img, jb);

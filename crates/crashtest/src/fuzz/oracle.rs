@@ -4,7 +4,7 @@
 //! fsck calls clean must mount, walk, pass the workload and stay clean.
 
 use super::corpus::{opts, Mirror};
-use mnemofs::{Fs, FileKind, Ino, RenameFlags, SetAttr, SmallWriteMode, ROOT_INO};
+use mnemofs::{FileKind, Fs, Ino, RenameFlags, SetAttr, SmallWriteMode, ROOT_INO};
 use pm::Pm;
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -106,12 +106,18 @@ pub struct Verdict {
 
 thread_local! {
     static LAST_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
+    static GUARDED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Installs a silent panic hook that keeps the message and location of the last
-/// panic of each thread for [`guarded`] (no output on stderr).
+/// Installs a panic hook that, inside [`guarded`], keeps the message and location of
+/// the panic for it and prints nothing; elsewhere it hands the panic to the hook it
+/// replaced.
 pub fn install_quiet_hook() {
-    std::panic::set_hook(Box::new(|info| {
+    let prev = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !GUARDED.with(|g| g.get()) {
+            return prev(info);
+        }
         let p = info.payload();
         let what = p
             .downcast_ref::<&str>()
@@ -131,13 +137,18 @@ pub fn install_quiet_hook() {
 /// hook is installed).
 pub fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     LAST_PANIC.with(|l| l.borrow_mut().take());
-    catch_unwind(AssertUnwindSafe(f)).map_err(|p| {
-        LAST_PANIC.with(|l| l.borrow_mut().take()).unwrap_or_else(|| {
-            p.downcast_ref::<String>()
-                .cloned()
-                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "panic".into())
-        })
+    let was = GUARDED.with(|g| g.replace(true));
+    let r = catch_unwind(AssertUnwindSafe(f));
+    GUARDED.with(|g| g.set(was));
+    r.map_err(|p| {
+        LAST_PANIC
+            .with(|l| l.borrow_mut().take())
+            .unwrap_or_else(|| {
+                p.downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "panic".into())
+            })
     })
 }
 
@@ -218,20 +229,16 @@ pub fn walk(fs: &Fs) -> Result<(), String> {
             if names > 100_000 {
                 return Err("more than 100000 names".into());
             }
-            let a = fs
-                .getattr(e.ino)
-                .map_err(|er| format!("getattr inode {} ({:?} in {d}): {er}", e.ino, String::from_utf8_lossy(&e.name)))?;
+            let a = fs.getattr(e.ino).map_err(|er| {
+                format!(
+                    "getattr inode {} ({:?} in {d}): {er}",
+                    e.ino,
+                    String::from_utf8_lossy(&e.name)
+                )
+            })?;
             match a.kind {
-                FileKind::Directory => {
-                    if seen.insert(e.ino) {
-                        stack.push(e.ino);
-                    }
-                }
-                FileKind::Regular => {
-                    if seen.insert(e.ino) {
-                        read_file(fs, e.ino, a.size)?;
-                    }
-                }
+                FileKind::Directory if seen.insert(e.ino) => stack.push(e.ino),
+                FileKind::Regular if seen.insert(e.ino) => read_file(fs, e.ino, a.size)?,
                 FileKind::Symlink => {
                     fs.readlink(e.ino)
                         .map_err(|er| format!("readlink inode {}: {er}", e.ino))?;
@@ -244,7 +251,9 @@ pub fn walk(fs: &Fs) -> Result<(), String> {
 }
 
 fn pat(len: usize, seed: u8) -> Vec<u8> {
-    (0..len).map(|i| (i as u8).wrapping_mul(7).wrapping_add(seed) | 1).collect()
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(7).wrapping_add(seed) | 1)
+        .collect()
 }
 
 /// The short workload; every call must succeed and read back what was written.
@@ -254,7 +263,10 @@ pub fn workload(fs: &Fs) -> Result<(), String> {
         move |x: mnemofs::FsError| format!("{what}: {x}")
     };
     let name = b"\x01fuzz-probe";
-    let f = fs.create(ROOT_INO, name, 0o644, 0, 0).map_err(e("create"))?.ino;
+    let f = fs
+        .create(ROOT_INO, name, 0o644, 0, 0)
+        .map_err(e("create"))?
+        .ino;
     let mut want = pat(3 * 4096 + 100, 3);
     let n = fs.write(f, 0, &want).map_err(e("write"))?;
     if n != want.len() {
@@ -268,7 +280,10 @@ pub fn workload(fs: &Fs) -> Result<(), String> {
     if n != want.len() || got != want {
         return Err("read back other bytes than written".into());
     }
-    let d = fs.mkdir(ROOT_INO, b"\x01fuzz-dir", 0o755, 0, 0).map_err(e("mkdir"))?.ino;
+    let d = fs
+        .mkdir(ROOT_INO, b"\x01fuzz-dir", 0o755, 0, 0)
+        .map_err(e("mkdir"))?
+        .ino;
     fs.rename(ROOT_INO, name, d, b"moved", RenameFlags::default())
         .map_err(e("rename"))?;
     fs.setattr(
@@ -333,7 +348,12 @@ pub fn check(img: &[u8], mode: SmallWriteMode, step: &mut dyn FnMut(&'static str
         Ok(Err(e)) => {
             v.mount = MountOutcome::Refused(e.to_string());
             if clean {
-                fail(&mut v, Class::Disagreement, "mount", format!("fsck clean, mount refused: {e}"));
+                fail(
+                    &mut v,
+                    Class::Disagreement,
+                    "mount",
+                    format!("fsck clean, mount refused: {e}"),
+                );
             }
             return v;
         }
@@ -347,7 +367,12 @@ pub fn check(img: &[u8], mode: SmallWriteMode, step: &mut dyn FnMut(&'static str
             return v;
         }
         Ok(Err(e)) if clean => {
-            fail(&mut v, Class::Disagreement, "walk", format!("fsck clean, walk failed: {e}"));
+            fail(
+                &mut v,
+                Class::Disagreement,
+                "walk",
+                format!("fsck clean, walk failed: {e}"),
+            );
             return v;
         }
         _ => {}
@@ -359,7 +384,12 @@ pub fn check(img: &[u8], mode: SmallWriteMode, step: &mut dyn FnMut(&'static str
             return v;
         }
         Ok(Err(e)) if clean => {
-            fail(&mut v, Class::InconsistentAfterWorkload, "workload", format!("fsck clean, workload failed: {e}"));
+            fail(
+                &mut v,
+                Class::InconsistentAfterWorkload,
+                "workload",
+                format!("fsck clean, workload failed: {e}"),
+            );
             return v;
         }
         _ => {}
@@ -371,7 +401,12 @@ pub fn check(img: &[u8], mode: SmallWriteMode, step: &mut dyn FnMut(&'static str
             return v;
         }
         Ok(Err(e)) if clean => {
-            fail(&mut v, Class::InconsistentAfterWorkload, "unmount", format!("fsck clean, unmount failed: {e}"));
+            fail(
+                &mut v,
+                Class::InconsistentAfterWorkload,
+                "unmount",
+                format!("fsck clean, unmount failed: {e}"),
+            );
             return v;
         }
         _ => {}
@@ -384,7 +419,12 @@ pub fn check(img: &[u8], mode: SmallWriteMode, step: &mut dyn FnMut(&'static str
             return v;
         }
         Ok(f) if clean && f != FsckOutcome::Clean => {
-            fail(&mut v, Class::InconsistentAfterWorkload, "fsck-after", format!("fsck clean before the workload, after it: {f:?}"));
+            fail(
+                &mut v,
+                Class::InconsistentAfterWorkload,
+                "fsck-after",
+                format!("fsck clean before the workload, after it: {f:?}"),
+            );
             return v;
         }
         _ => {}
@@ -397,7 +437,12 @@ pub fn check(img: &[u8], mode: SmallWriteMode, step: &mut dyn FnMut(&'static str
     });
     match r {
         Err(p) => v.failure = Some(panic_failure("remount", p)),
-        Ok(Err(e)) if clean => fail(&mut v, Class::InconsistentAfterWorkload, "remount", format!("fsck clean, second mount: {e}")),
+        Ok(Err(e)) if clean => fail(
+            &mut v,
+            Class::InconsistentAfterWorkload,
+            "remount",
+            format!("fsck clean, second mount: {e}"),
+        ),
         _ => {}
     }
     v
