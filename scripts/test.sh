@@ -14,6 +14,7 @@ STEPS=(
   "cargo build --release"
   "cargo test --workspace --release"
   "bash scripts/crashtest.sh"
+  "bash scripts/fuzz.sh"
   "bash scripts/pjdfstest.sh"
   "bash scripts/fsx.sh"
 )

@@ -5,6 +5,8 @@ mod bench;
 mod crashtest;
 mod error;
 mod fsck;
+#[cfg(feature = "crashtest")]
+mod fuzz;
 mod mkfs;
 mod modes;
 mod mount;
@@ -44,6 +46,9 @@ enum Cmd {
     /// Explore crash states of generated workloads (exit 0 none, 1 violations, 2 usage)
     #[cfg(feature = "crashtest")]
     Crashtest(crashtest::CrashtestArgs),
+    /// Mutation fuzzer for hostile images: mount, fsck, a workload (exit 0 none, 1 failures, 2 usage)
+    #[cfg(feature = "crashtest")]
+    Fuzz(fuzz::FuzzArgs),
     /// Not in this build (built without the `crashtest` feature): refused, exit 2
     #[cfg(not(feature = "crashtest"))]
     #[command(hide = true, disable_help_flag = true)]
@@ -82,6 +87,8 @@ fn main() {
         Cmd::Bench(a) => bench::run(a),
         #[cfg(feature = "crashtest")]
         Cmd::Crashtest(a) => crashtest::run(a),
+        #[cfg(feature = "crashtest")]
+        Cmd::Fuzz(a) => fuzz::run(a),
         #[cfg(not(feature = "crashtest"))]
         Cmd::Crashtest { .. } => Err(CliError::new(
             "this mnemofs was built without the crash explorer and its fault injection \

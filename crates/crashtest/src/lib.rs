@@ -21,6 +21,7 @@ mod check;
 pub mod config;
 pub mod crash;
 pub mod explore;
+pub mod fuzz;
 mod image;
 pub mod model;
 pub mod multi;
