@@ -60,6 +60,9 @@ pub(super) fn check_namespace(
                 if s.nlink != 0 && r != want_refs {
                     problems.push(format!("directory {ino} is named by {r} entries"));
                 }
+                if ino == ROOT_INO && s.nlink == 0 {
+                    problems.push("root directory has link count 0".into());
+                }
                 if s.nlink != 0 && s.nlink != subdirs.saturating_add(2) {
                     problems.push(format!(
                         "directory {ino}: link count {} but {} subdirectories",
