@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The mnemofs test suite: setup, fmt, clippy, build, unit/integration tests,
-# the crash explorer's budget, pjdfstest, fsx. Stops at the first failing step;
+# the crash explorer's budget, the hostile-image fuzzer (20,000 images, and fsck on
+# 1,000), pjdfstest, fsx. Stops at the first failing step;
 # the last line of output is "N passed, M failed" (counting steps).
 # Env: FSX_OPS (fsx operations per configuration, default 20000)
 set -euo pipefail

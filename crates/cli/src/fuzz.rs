@@ -102,13 +102,13 @@ fn write_images(a: &FuzzArgs, dir: &PathBuf) -> CliResult<i32> {
         let img = fz.image(s);
         save(dir, s, &img.bytes)?;
     }
-    println!(
+    crate::output::emit(&format!(
         "fuzz: wrote {} images (seeds {}..{}) to {}",
         a.images,
         a.seed,
         a.seed + a.images,
         dir.display()
-    );
+    ));
     Ok(0)
 }
 
@@ -139,39 +139,39 @@ fn only(seed: u64, deadline: Duration, save_dir: Option<&PathBuf>) -> CliResult<
     let fz = build()?;
     let img = fz.image(seed);
     let base = &fz.corpus[img.base];
-    println!(
+    crate::output::emit(&format!(
         "seed {seed}: base image {} ({} CPUs, written in {} mode), mounted in {} mode",
         base.name,
         base.cpus,
         base.mode.name(),
         img.mode.name()
-    );
+    ));
     for (i, m) in img.mutations.iter().enumerate() {
-        println!("  mutation {}: {m}", i + 1);
+        crate::output::emit(&format!("  mutation {}: {m}", i + 1));
     }
     if let Some(d) = save_dir {
         let p = save(d, seed, &img.bytes)?;
-        println!("  image saved to {}", p.display());
+        crate::output::emit(&format!("  image saved to {}", p.display()));
     }
     let bytes = Arc::new(img.bytes);
     let (v, hung) = check_with_deadline(bytes, img.mode, deadline, |s| {
-        println!("  step {s}");
+        crate::output::emit(&format!("  step {s}"));
         let _ = std::io::stdout().flush();
     });
-    println!("  fsck: {:?}", v.fsck);
-    println!("  mount: {:?}", v.mount);
+    crate::output::emit(&format!("  fsck: {:?}", v.fsck));
+    crate::output::emit(&format!("  mount: {:?}", v.mount));
     let code = match &v.failure {
         None => {
-            println!("  result: ok");
+            crate::output::emit("  result: ok");
             0
         }
         Some(f) => {
-            println!(
+            crate::output::emit(&format!(
                 "  result: FAILURE {} in step {}: {}",
                 f.class.name(),
                 f.step,
                 f.msg
-            );
+            ));
             1
         }
     };
@@ -350,10 +350,10 @@ fn drive(a: &FuzzArgs, deadline: Duration) -> CliResult<i32> {
     let mut fail = |t: &mut Tally, seed: u64, class: Class, what: String| {
         *t.failures.entry(class).or_default() += 1;
         if printed < a.max_printed {
-            println!(
+            crate::output::emit(&format!(
                 "FAIL {} seed {seed}: {what} | reproduce: mnemofs fuzz --only {seed}",
                 class.name()
-            );
+            ));
             printed += 1;
         }
         t.failed.push((seed, class, what));
@@ -401,13 +401,13 @@ fn drive(a: &FuzzArgs, deadline: Duration) -> CliResult<i32> {
                         if last_progress.elapsed() > Duration::from_secs(10) {
                             last_progress = Instant::now();
                             let el = t0.elapsed().as_secs_f64();
-                            eprintln!(
+                            crate::output::note(&format!(
                                 "fuzz: {} / {} images, {} failures, {:.0} images/s",
                                 t.images,
                                 a.images,
                                 t.failed.len(),
                                 t.images as f64 / el
-                            );
+                            ));
                         }
                     }
                     Some("C") => give(w, &mut queue),
@@ -495,11 +495,11 @@ fn drive(a: &FuzzArgs, deadline: Duration) -> CliResult<i32> {
             for (seed, _, _) in &t.failed {
                 save(dir, *seed, &fz.image(*seed).bytes)?;
             }
-            println!(
+            crate::output::emit(&format!(
                 "fuzz: {} failing images saved to {}",
                 t.failed.len(),
                 dir.display()
-            );
+            ));
         }
     }
     let g = |m: &BTreeMap<&'static str, u64>, k: &str| m.get(k).copied().unwrap_or(0);
@@ -507,7 +507,7 @@ fn drive(a: &FuzzArgs, deadline: Duration) -> CliResult<i32> {
         .iter()
         .map(|c| format!("{} {}", c.name(), t.failures.get(c).copied().unwrap_or(0)))
         .collect();
-    println!(
+    crate::output::emit(&format!(
         "fuzz: {} images (seeds {}..{}), mount refused {}, mounted {}; fsck clean {}, named problems {}, refused {}; failures {} ({}); {:.1} s, {:.0} images/s",
         t.images,
         a.seed,
@@ -521,6 +521,6 @@ fn drive(a: &FuzzArgs, deadline: Duration) -> CliResult<i32> {
         classes.join(", "),
         el,
         t.images as f64 / el
-    );
+    ));
     Ok(if t.failed.is_empty() { 0 } else { 1 })
 }

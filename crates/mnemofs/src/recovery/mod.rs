@@ -42,9 +42,7 @@ use crate::space::Run;
 use crate::types::{Ino, ROOT_INO};
 use crate::vol::Vol;
 use check::check_namespace;
-use rebuild::{
-    coalesce, describe_freelist_mismatch, first_doubly_owned, free_extents, ownership,
-};
+use rebuild::{coalesce, describe_freelist_mismatch, first_doubly_owned, free_extents, ownership};
 use replay::load_inode;
 use std::collections::HashMap;
 pub(crate) use superblock::read_superblock;

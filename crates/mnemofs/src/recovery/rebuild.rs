@@ -36,10 +36,7 @@ pub(super) fn ownership(
 /// The first block two valid inodes (or one inode twice) own, found with one bit per
 /// data block: what a mount that trusts the saved free list checks instead of
 /// building [`ownership`]'s full table.
-pub(super) fn first_doubly_owned(
-    geo: &Geometry,
-    states: &HashMap<Ino, InodeState>,
-) -> Option<u64> {
+pub(super) fn first_doubly_owned(geo: &Geometry, states: &HashMap<Ino, InodeState>) -> Option<u64> {
     let mut bits = vec![0u64; geo.data_blocks().div_ceil(64) as usize];
     for s in states.values() {
         for b in s.log.pages.iter().copied().chain(s.data_blocks()) {
