@@ -98,7 +98,7 @@ fn save(dir: &PathBuf, seed: u64, bytes: &[u8]) -> CliResult<PathBuf> {
 
 fn write_images(a: &FuzzArgs, dir: &PathBuf) -> CliResult<i32> {
     let fz = build()?;
-    for s in a.seed..a.seed + a.images {
+    for s in a.seed..a.seed.saturating_add(a.images) {
         let img = fz.image(s);
         save(dir, s, &img.bytes)?;
     }
@@ -106,7 +106,7 @@ fn write_images(a: &FuzzArgs, dir: &PathBuf) -> CliResult<i32> {
         "fuzz: wrote {} images (seeds {}..{}) to {}",
         a.images,
         a.seed,
-        a.seed + a.images,
+        a.seed.saturating_add(a.images),
         dir.display()
     ));
     Ok(0)
@@ -322,7 +322,7 @@ fn drive(a: &FuzzArgs, deadline: Duration) -> CliResult<i32> {
     } else {
         a.jobs
     };
-    let end = a.seed + a.images;
+    let end = a.seed.saturating_add(a.images);
     let chunk = (a.images / (jobs as u64 * 8)).clamp(1, 500);
     let mut queue: VecDeque<(u64, u64)> = VecDeque::new();
     let mut s = a.seed;
