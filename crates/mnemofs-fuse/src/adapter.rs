@@ -190,6 +190,37 @@ fn masked(mode: u32, umask: u32) -> u32 {
     mode & 0o7777 & !umask
 }
 
+/// The permission bits `mode` keeps after a write by a process without CAP_FSETID:
+/// no set-user-ID, and no set-group-ID when group-exec is set (without group-exec
+/// the bit marks mandatory locking, not privilege).
+pub fn setid_killed(mode: u32) -> u32 {
+    let mut m = mode & 0o7777;
+    m &= !libc::S_ISUID;
+    if m & libc::S_IXGRP != 0 {
+        m &= !libc::S_ISGID;
+    }
+    m
+}
+
+impl<E: FileSystem + 'static> MnemoFuse<E> {
+    /// Clears the set-id bits a write by an unprivileged process removes, when the
+    /// file has them (one setattr commit; nothing otherwise).
+    fn kill_setid(&self, ino: u64) -> mnemofs::Result<()> {
+        let a = self.fs.getattr(ino)?;
+        let keep = setid_killed(a.mode);
+        if keep != a.mode & 0o7777 {
+            self.fs.setattr(
+                ino,
+                &SetAttr {
+                    mode: Some(keep),
+                    ..Default::default()
+                },
+            )?;
+        }
+        Ok(())
+    }
+}
+
 impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         let abi = config.kernel_abi();
@@ -400,11 +431,20 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        // A writer without CAP_FSETID (the kernel says so with this flag, in the
+        // direct-I/O mode; with the page cache it changes the mode itself) clears
+        // set-user-ID, and set-group-ID when group-exec is set, as Linux file
+        // systems do, before its data lands.
+        if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
+            if let Err(e) = self.kill_setid(ino.0) {
+                return reply.error(errno(&e));
+            }
+        }
         let append = if self.write_flags_known {
             flags.0 & libc::O_APPEND != 0
         } else {
@@ -628,6 +668,15 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn setid_bits_a_write_clears() {
+        assert_eq!(setid_killed(0o106755), 0o755);
+        assert_eq!(setid_killed(0o6755), 0o755);
+        // Set-group-ID without group-exec stays (mandatory-locking marker).
+        assert_eq!(setid_killed(0o6745), 0o2745);
+        assert_eq!(setid_killed(0o1777), 0o1777);
+    }
 
     #[test]
     fn umask_applied() {

@@ -161,8 +161,13 @@ impl Namespace<'_> {
             if let Some(a) = req.atime {
                 *atime = a;
             }
-            if let Some(m) = req.mtime {
-                *mtime = m;
+            match (req.mtime, req.size) {
+                (Some(m), _) => *mtime = m,
+                // A truncate (the size set, changed or not, as truncate(2),
+                // ftruncate(2) and O_TRUNC do) updates mtime too; the kernel does
+                // not always send one (POSIX: both times on a size change).
+                (None, Some(_)) => *mtime = now,
+                (None, None) => {}
             }
             *ctime = req.ctime.unwrap_or(now);
         }
@@ -677,12 +682,21 @@ impl Namespace<'_> {
                     },
                 );
                 // Adding over an existing name replaces it (and kills its entry).
+                // Within one directory the entry keeps its readdir offset (the
+                // source's cookie, free again once its name is removed in this same
+                // commit): a listing that renames the entries it sees, away and back,
+                // then never meets them again further on and ends. Into another
+                // directory it takes that directory's next cookie.
                 push(
                     np,
                     Entry::Dentry {
                         op: DENTRY_ADD,
                         ino: src.ino,
-                        cookie: next_cookie(np),
+                        cookie: if op == np {
+                            src.cookie
+                        } else {
+                            next_cookie(np)
+                        },
                         kind: src.kind,
                         time: now,
                         name: nn.to_vec(),

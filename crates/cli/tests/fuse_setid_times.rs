@@ -1,0 +1,90 @@
+//! Scenario (through a FUSE mount): a write by a user without CAP_FSETID clears
+//! set-user-ID, and set-group-ID when group-exec is set, as on ext4; truncate(1)
+//! (truncate(2), which sends no mtime) updates mtime.
+
+mod common;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::process::Command;
+
+/// Appends a byte to `path` as uid/gid 65534 (nobody), without capabilities.
+fn append_as_nobody(path: &std::path::Path) {
+    let o = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--",
+            "sh",
+            "-c",
+            "printf x >> \"$0\"",
+        ])
+        .arg(path)
+        .output()
+        .expect("run setpriv");
+    assert!(
+        o.status.success(),
+        "append as nobody: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn set_id_bits_and_truncate_times() {
+    let e = common::env("64M");
+    common::mount(&e);
+    let cases = [
+        // (mode before, mode after a write by another user)
+        (0o6777, 0o0777),
+        (0o4777, 0o0777),
+        (0o2777, 0o0777),
+        // Set-group-ID without group-exec (mandatory locking) stays.
+        (0o6747, 0o2747),
+        (0o0777, 0o0777),
+    ];
+    for (i, (before, after)) in cases.into_iter().enumerate() {
+        let p = e.mnt.join(format!("f{i}"));
+        std::fs::write(&p, b"data").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(before)).unwrap();
+        append_as_nobody(&p);
+        let m = std::fs::metadata(&p).unwrap();
+        assert_eq!(m.len(), 5, "the write landed");
+        assert_eq!(
+            m.mode() & 0o7777,
+            after,
+            "mode {before:o} after a write by nobody"
+        );
+    }
+    // The owner (root, with CAP_FSETID) keeps its bits.
+    let p = e.mnt.join("own");
+    std::fs::write(&p, b"data").unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o6755)).unwrap();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&p)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, b"x"))
+        .unwrap();
+    assert_eq!(std::fs::metadata(&p).unwrap().mode() & 0o7777, 0o6755);
+
+    // truncate(1): a size change with no time from the kernel.
+    let t = e.mnt.join("t");
+    std::fs::write(&t, vec![1u8; 10_000]).unwrap();
+    let o = Command::new("touch")
+        .args(["-m", "-d", "@1000"])
+        .arg(&t)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert_eq!(std::fs::metadata(&t).unwrap().mtime(), 1000);
+    let o = Command::new("truncate")
+        .args(["-s", "100"])
+        .arg(&t)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let m = std::fs::metadata(&t).unwrap();
+    assert_eq!(m.len(), 100);
+    assert!(m.mtime() > 1000, "truncate left mtime at {}", m.mtime());
+    common::unmount(&e);
+    common::fsck_clean(&e);
+}
