@@ -43,6 +43,9 @@ pub struct MountArgs {
     /// Go through the kernel page cache instead of direct I/O
     #[arg(long)]
     pub no_direct_io: bool,
+    /// Mount options, comma-separated: relatime (default), noatime, strictatime
+    #[arg(short = 'o', long = "options", value_name = "OPTS")]
+    pub options: Option<String>,
     /// (internal) pipe to report readiness on, from the parent of a background mount
     #[arg(long, hide = true, value_name = "FD")]
     pub ready_fd: Option<i32>,
@@ -77,6 +80,22 @@ fn report_ready_to_parent() -> bool {
     }
 }
 
+/// Applies `-o` mount options to `opts`; an unknown one is a usage error.
+pub fn apply_options(opts: &mut mnemofs::MountOptions, list: &str) -> CliResult<()> {
+    for o in list.split(',').filter(|o| !o.is_empty()) {
+        match mnemofs::AtimeMode::by_name(o) {
+            Some(m) => opts.atime = m,
+            None => {
+                return Err(CliError::new(format!(
+                    "unknown mount option {o:?} (known: relatime, noatime, strictatime)"
+                ))
+                .with_code(2))
+            }
+        }
+    }
+    Ok(())
+}
+
 pub fn run(args: &MountArgs) -> CliResult<()> {
     let mut opts = modes::resolve(
         &args.preset,
@@ -84,6 +103,9 @@ pub fn run(args: &MountArgs) -> CliResult<()> {
         args.small_write.as_deref(),
     )?;
     opts.lawn_desc_store = args.desc_store.option();
+    if let Some(o) = &args.options {
+        apply_options(&mut opts, o)?;
+    }
     if args.foreground || args.ready_fd.is_some() {
         let res = run_foreground(args, opts);
         if let Err(e) = &res {
@@ -208,6 +230,9 @@ fn spawn_daemon(args: &MountArgs, image: &Path, mountpoint: &Path) -> CliResult<
     cmd.arg("--desc-store").arg(args.desc_store.name());
     if args.no_direct_io {
         cmd.arg("--no-direct-io");
+    }
+    if let Some(o) = &args.options {
+        cmd.arg("-o").arg(o);
     }
     cmd.arg("--").arg(image).arg(mountpoint);
     cmd.stdin(Stdio::null()).current_dir("/");

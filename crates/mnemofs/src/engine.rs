@@ -232,7 +232,9 @@ impl Fs {
     /// (fewer at the end of the file, 0 past it).
     pub fn read(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let inode = self.table.get(ino)?;
-        self.data.read(&inode, offset, buf)
+        let n = self.data.read(&inode, offset, buf)?;
+        self.data.touch_atime(&inode, None);
+        Ok(n)
     }
 
     /// Writes `data` at `offset` of `ino`; returns the bytes written. Durable and
@@ -250,7 +252,9 @@ impl Fs {
 
     /// `read` through an open handle (no inode-table lookup).
     pub fn handle_read(&self, h: &FileHandle, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        self.data.read(&h.inode, offset, buf)
+        let n = self.data.read(&h.inode, offset, buf)?;
+        self.data.touch_atime(&h.inode, None);
+        Ok(n)
     }
 
     /// `write` through an open handle (no inode-table lookup).

@@ -14,7 +14,7 @@
 //! store, under 512-way nodes, 3 levels for the 2^32 pages of a 16 TiB file. Memory:
 //! 4 KiB per 2 MiB of file that was ever written, plus the nodes above.
 
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 const BITS: u32 = 9;
 const FAN: usize = 1 << BITS;
@@ -37,7 +37,17 @@ pub(crate) struct PageIndex {
     size: AtomicU64,
     dead: AtomicBool,
     bytes: AtomicUsize,
+    /// Seconds of the access time while it is newer than mtime and ctime, else
+    /// [`ATIME_STALE`]: a `relatime` read that finds it under a day old updates
+    /// nothing and takes no lock.
+    atime_hint: AtomicI64,
+    /// Whether the inode is in the data plane's set of inodes with times changed in
+    /// DRAM only (so repeated changes skip the shared set).
+    times_dirty: AtomicBool,
 }
+
+/// [`PageIndex::atime_hint`] when a read must look at the inode's times.
+pub(crate) const ATIME_STALE: i64 = i64::MIN;
 
 impl std::fmt::Debug for PageIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -56,6 +66,8 @@ impl Default for PageIndex {
             size: AtomicU64::new(0),
             dead: AtomicBool::new(false),
             bytes: AtomicUsize::new(0),
+            atime_hint: AtomicI64::new(ATIME_STALE),
+            times_dirty: AtomicBool::new(false),
         }
     }
 }
@@ -160,6 +172,29 @@ impl PageIndex {
 
     pub fn set_size(&self, size: u64) {
         self.size.store(size, Ordering::Release);
+    }
+
+    /// The access time's seconds while it is newer than mtime and ctime, else
+    /// [`ATIME_STALE`].
+    pub fn atime_hint(&self) -> i64 {
+        self.atime_hint.load(Ordering::Relaxed)
+    }
+
+    /// Sets the hint (under the inode's state lock); a store only when it changes.
+    pub fn set_atime_hint(&self, v: i64) {
+        if self.atime_hint.load(Ordering::Relaxed) != v {
+            self.atime_hint.store(v, Ordering::Relaxed);
+        }
+    }
+
+    /// Marks the inode's times DRAM-only; true when they were not already.
+    pub fn mark_times_dirty(&self) -> bool {
+        !self.times_dirty.load(Ordering::Relaxed) && !self.times_dirty.swap(true, Ordering::AcqRel)
+    }
+
+    /// The inode's times are logged again.
+    pub fn clear_times_dirty(&self) {
+        self.times_dirty.store(false, Ordering::Release);
     }
 
     pub fn dead(&self) -> bool {

@@ -179,6 +179,8 @@ impl InodeState {
     /// made unreachable (to be freed by the running file system; ignored in replay).
     #[deny(clippy::arithmetic_side_effects)] // Replay applies values read from PM.
     pub fn apply(&mut self, off: u64, e: &Entry) -> Vec<Run> {
+        // Every entry may change mtime, ctime or atime: the next read looks again.
+        self.index.set_atime_hint(crate::index::ATIME_STALE);
         let mut freed = Vec::new();
         let units = e.units();
         match e {

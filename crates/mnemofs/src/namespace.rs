@@ -804,7 +804,12 @@ impl Namespace<'_> {
     /// `max`. An entry keeps its offset for as long as it exists, so a listing that
     /// continues after concurrent changes neither repeats nor skips surviving names.
     pub fn readdir(&self, ino: Ino, offset: u64, max: usize) -> Result<Vec<DirEntry>> {
-        let (_i, s) = self.table.lock(ino)?;
+        let (i, mut s) = self.table.lock(ino)?;
+        if s.dir.is_none() {
+            return Err(FsError::NotDir);
+        }
+        // A listing reads the directory (Linux updates its atime as a read's).
+        self.data.touch_atime(&i, Some(&mut s));
         let dir = s.dir.as_ref().ok_or(FsError::NotDir)?;
         let mut out = Vec::new();
         if offset < 1 && out.len() < max {

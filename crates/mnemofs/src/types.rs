@@ -228,6 +228,33 @@ impl LockMode {
     }
 }
 
+/// When reads update a file's access time (the mount options of the same names).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub enum AtimeMode {
+    /// `relatime` (Linux's default): a read updates atime when it is not newer than
+    /// mtime or ctime, or is a day old.
+    #[default]
+    Relatime,
+    /// `noatime`: reads never update atime.
+    Noatime,
+    /// `strictatime`: every read updates atime.
+    Strictatime,
+}
+
+impl AtimeMode {
+    /// Every mode with its mount-option name.
+    pub const ALL: &'static [(&'static str, AtimeMode)] = &[
+        ("relatime", AtimeMode::Relatime),
+        ("noatime", AtimeMode::Noatime),
+        ("strictatime", AtimeMode::Strictatime),
+    ];
+
+    /// The mode a mount option names.
+    pub fn by_name(name: &str) -> Option<AtimeMode> {
+        Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, m)| *m)
+    }
+}
+
 /// How sub-page writes reach PM (DESIGN.md §8).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub enum SmallWriteMode {
@@ -362,6 +389,10 @@ pub struct MountOptions {
     /// `pm::Pm::calibrate_store16` measures cheaper at mount (tests and the crash
     /// explorer name one, for exact counters and deterministic traces).
     pub lawn_desc_store: Option<pm::Store16>,
+    /// When reads update atime (default `relatime`). Access times reach PM lazily:
+    /// with the file's next attribute entry or at unmount (a crash loses at most the
+    /// access-time updates since then).
+    pub atime: AtimeMode,
 }
 
 impl MountOptions {
@@ -377,6 +408,7 @@ impl MountOptions {
             segment_size: DEFAULT_SEGMENT_SIZE,
             lawn_writeback_thread: true,
             lawn_desc_store: None,
+            atime: AtimeMode::Relatime,
         }
     }
 }

@@ -170,3 +170,94 @@ fn a_listing_ends_while_every_entry_is_renamed_away_and_back() {
     assert_eq!(offset_of(&fs, b"e17"), Some(before));
     fs.unmount().unwrap();
 }
+
+fn mount_with(img: &common::Img, atime: mnemofs::AtimeMode) -> mnemofs::Fs {
+    let o = mnemofs::MountOptions {
+        atime,
+        ..common::opts()
+    };
+    mnemofs::mount(&img.path, &o).unwrap()
+}
+
+#[test]
+fn reads_update_atime_as_relatime_noatime_and_strictatime_say() {
+    use mnemofs::AtimeMode::*;
+    let img = common::fresh(32 << 20);
+    let old = Timespec { sec: 1000, nsec: 0 };
+    let mut buf = [0u8; 10];
+    for mode in [Relatime, Noatime, Strictatime] {
+        let fs = mount_with(&img, mode);
+        let name = format!("{mode:?}");
+        let f = fs
+            .create(ROOT_INO, name.as_bytes(), 0o644, 0, 0)
+            .unwrap()
+            .ino;
+        fs.write(f, 0, b"0123456789").unwrap();
+        // atime older than mtime and ctime.
+        let a = fs
+            .setattr(
+                f,
+                &SetAttr {
+                    atime: Some(old),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        assert_eq!(a.atime, old);
+        // A later tick than the ctime that setattr set (relatime compares them).
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        fs.read(f, 0, &mut buf).unwrap();
+        let a1 = fs.getattr(f).unwrap().atime;
+        match mode {
+            Noatime => assert_eq!(a1, old, "noatime: a read changed atime"),
+            _ => assert!(a1 >= a.ctime, "{mode:?}: atime {a1:?} not updated"),
+        }
+        // Past the clock's granularity (times are coarse, as the kernel's).
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        fs.read(f, 0, &mut buf).unwrap();
+        let a2 = fs.getattr(f).unwrap().atime;
+        match mode {
+            // Newer than mtime and ctime and under a day old: unchanged.
+            Relatime | Noatime => assert_eq!(a2, a1, "{mode:?}: second read"),
+            Strictatime => assert!(a2 > a1, "strictatime: second read left {a2:?}"),
+        }
+        // A write makes mtime newer: the next read updates atime again (relatime).
+        fs.write(f, 0, b"x").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        fs.read(f, 0, &mut buf).unwrap();
+        let a3 = fs.getattr(f).unwrap();
+        match mode {
+            Noatime => assert_eq!(a3.atime, old),
+            _ => assert!(a3.atime > a3.mtime, "{mode:?}: {a3:?}"),
+        }
+        // A listing updates the directory's atime the same way.
+        let d = fs
+            .mkdir(ROOT_INO, format!("d{name}").as_bytes(), 0o755, 0, 0)
+            .unwrap();
+        fs.setattr(
+            d.ino,
+            &SetAttr {
+                atime: Some(old),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        fs.readdir(d.ino, 0, 10).unwrap();
+        let da = fs.getattr(d.ino).unwrap().atime;
+        match mode {
+            Noatime => assert_eq!(da, old),
+            _ => assert!(da > old, "{mode:?}: readdir left the directory's atime"),
+        }
+        fs.unmount().unwrap();
+        // The access time reached the log at unmount.
+        let fs = mount_with(&img, Noatime);
+        assert_eq!(
+            fs.getattr(f).unwrap().atime,
+            a3.atime,
+            "{mode:?}: after remount"
+        );
+        fs.unmount().unwrap();
+        let r = mnemofs::fsck(&img.path).unwrap();
+        assert!(r.is_clean(), "{:?}", r.problems);
+    }
+}

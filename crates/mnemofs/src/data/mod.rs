@@ -25,7 +25,8 @@ use crate::addr::{page_of, page_start};
 use crate::addr::{BlockNo, PmOff};
 use crate::error::{FsError, Result};
 use crate::format::BLOCK;
-use crate::inode::Inode;
+use crate::index::ATIME_STALE;
+use crate::inode::{Inode, InodeState};
 use crate::itable::InodeTable;
 use crate::space::Run;
 use crate::store::{FreeHook, Store};
@@ -82,13 +83,13 @@ struct Counters {
     fallbacks: CachePadded<AtomicU64>,
 }
 
-/// Inodes whose mtime/ctime changed in DRAM only (sub-page writes log no entry):
-/// persisted by their next log entry, or at unmount (docs/FORMAT.md §2.9).
+/// Inodes whose times changed in DRAM only (sub-page writes log no entry; reads
+/// update atime): persisted by their next attribute entry, or at unmount
+/// (docs/FORMAT.md §2.9). An inode's index says whether it is in the set, so that
+/// repeated changes of one file skip the shared set.
 #[derive(Default)]
 struct LazyTimes {
     dirty: Mutex<HashSet<Ino>>,
-    /// The last inode added (repeated small writes to one file skip the set).
-    last: AtomicU64,
 }
 
 /// What the small-write mode reports for `FsStats`.
@@ -112,6 +113,8 @@ pub(crate) struct DataPlane {
     inval: Arc<Invalidation>,
     counters: Counters,
     times: LazyTimes,
+    /// When reads update atime.
+    atime: AtimeMode,
     /// The most data writes of one file seen between reserving their log slots and
     /// completing, at once (shows whether a frontend delivers writes to one file in
     /// parallel).
@@ -144,6 +147,7 @@ impl DataPlane {
             inval,
             counters: Counters::default(),
             times: LazyTimes::default(),
+            atime: opts.atime,
             writers_max: AtomicU64::new(0),
         }
     }
@@ -296,6 +300,7 @@ impl DataPlane {
             let mut st = inode.state.lock();
             st.mtime = now;
             st.ctime = now;
+            inode.index.set_atime_hint(ATIME_STALE);
         }
         let vol = &*self.store.vol;
         let staged = match &self.small {
@@ -310,13 +315,7 @@ impl DataPlane {
             self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
             return Ok(None);
         };
-        // Repeated small writes to one file skip the shared set.
-        let t = &self.times;
-        if t.last.load(Ordering::Relaxed) != inode.ino
-            && t.last.swap(inode.ino, Ordering::AcqRel) != inode.ino
-        {
-            t.dirty.lock().insert(inode.ino);
-        }
+        self.times_changed(inode);
         if let (Some(staged), SmallWrite::Lawn(l)) = (staged, &self.small) {
             l.finish(vol, staged);
         }
@@ -324,16 +323,69 @@ impl DataPlane {
         Ok(Some(data.len()))
     }
 
-    /// Logs the attributes of inodes whose mtime changed only in DRAM (unmount).
+    /// Records that `inode`'s times changed in DRAM only.
+    fn times_changed(&self, inode: &Inode) {
+        if inode.index.mark_times_dirty() {
+            self.times.dirty.lock().insert(inode.ino);
+        }
+    }
+
+    /// Updates the access time of `inode` after a read (or of a directory after a
+    /// readdir, `st` its locked state) as the mount's [`AtimeMode`] says, in DRAM;
+    /// it reaches the log with the inode's next attribute entry or at unmount.
+    /// `relatime` takes no lock while the access time is newer than mtime and ctime
+    /// and under a day old (the index's hint).
+    pub fn touch_atime(&self, inode: &Inode, st: Option<&mut InodeState>) {
+        const DAY: i64 = 24 * 3600;
+        if self.atime == AtimeMode::Noatime {
+            return;
+        }
+        let now = Timespec::now();
+        if self.atime == AtimeMode::Relatime {
+            let h = inode.index.atime_hint();
+            if h != ATIME_STALE && now.sec.saturating_sub(h) < DAY {
+                return;
+            }
+        }
+        let mut guard;
+        let st = match st {
+            Some(s) => s,
+            None => {
+                guard = inode.state.lock();
+                &mut *guard
+            }
+        };
+        if st.dead {
+            return;
+        }
+        let due = match self.atime {
+            AtimeMode::Strictatime => st.atime != now,
+            _ => {
+                st.atime <= st.mtime
+                    || st.atime <= st.ctime
+                    || now.sec.saturating_sub(st.atime.sec) >= DAY
+            }
+        };
+        if due {
+            st.atime = now;
+            self.times_changed(inode);
+        }
+        let fresh = st.atime > st.mtime && st.atime > st.ctime;
+        inode
+            .index
+            .set_atime_hint(if fresh { st.atime.sec } else { ATIME_STALE });
+    }
+
+    /// Logs the attributes of inodes whose times changed only in DRAM (unmount).
     pub fn persist_lazy_times(&self, table: &InodeTable) {
         let inos: Vec<Ino> = {
             let mut d = self.times.dirty.lock();
-            self.times.last.store(0, Ordering::Release);
             d.drain().collect()
         };
         for ino in inos {
             let Ok(inode) = table.get(ino) else { continue };
             let mut st = inode.state.lock();
+            inode.index.clear_times_dirty();
             if st.dead {
                 continue;
             }
