@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what building and testing mnemofs needs on Debian/Ubuntu (idempotent):
 #   - fuse3 (fusermount3) from apt, when missing
+#   - the mount(8) helper /sbin/mount.fuse.mnemofs (scripts/install-mount-helper.sh)
 #   - rustfmt and clippy rustup components, when missing
 #   - pjdfstest 0.2.2 and fsx 0.3.2 into .tools/<name>/bin (skipped with --fuse-only)
 #   - with --bench only: fio and bindfs from apt, for `mnemofs bench peers` (benchmarks
@@ -26,6 +27,13 @@ if ! command -v fusermount3 >/dev/null; then
   "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends fuse3
 fi
 [[ -c /dev/fuse ]] || echo "setup: warning: /dev/fuse is missing (containers need --device /dev/fuse)" >&2
+
+# The mount(8) helper, so `mount -t fuse.mnemofs IMAGE DIR` and fstab lines work.
+if ((EUID == 0)); then
+  bash scripts/install-mount-helper.sh
+else
+  echo "setup: not root: run 'sudo bash scripts/install-mount-helper.sh' for mount -t fuse.mnemofs" >&2
+fi
 
 if $FUSE_ONLY; then exit 0; fi
 

@@ -43,9 +43,15 @@ pub struct MountArgs {
     /// Go through the kernel page cache instead of direct I/O
     #[arg(long)]
     pub no_direct_io: bool,
-    /// Mount options, comma-separated: relatime (default), noatime, strictatime
+    /// Mount options, comma-separated, as mount(8) and fstab give them: ro, rw, dev
+    /// (default), nodev, suid (default), nosuid, exec (default), noexec, sync,
+    /// dirsync, relatime (default), noatime, strictatime; and mnemofs's own
+    /// preset=P, lock=L, small-write=W, threads=N
     #[arg(short = 'o', long = "options", value_name = "OPTS")]
     pub options: Option<String>,
+    /// Mount read-only (as -o ro): the kernel refuses changes, reads update no atime
+    #[arg(long)]
+    pub read_only: bool,
     /// (internal) pipe to report readiness on, from the parent of a background mount
     #[arg(long, hide = true, value_name = "FD")]
     pub ready_fd: Option<i32>,
@@ -80,31 +86,101 @@ fn report_ready_to_parent() -> bool {
     }
 }
 
-/// Applies `-o` mount options to `opts`; an unknown one is a usage error.
-pub fn apply_options(opts: &mut mnemofs::MountOptions, list: &str) -> CliResult<()> {
-    for o in list.split(',').filter(|o| !o.is_empty()) {
-        match mnemofs::AtimeMode::by_name(o) {
-            Some(m) => opts.atime = m,
-            None => {
-                return Err(CliError::new(format!(
-                    "unknown mount option {o:?} (known: relatime, noatime, strictatime)"
-                ))
-                .with_code(2))
+/// What `-o` says, as `mount -t fuse.mnemofs` and /etc/fstab pass it.
+#[derive(Default, Debug)]
+pub struct MountOpts {
+    /// Kernel flags (`ro`, `dev`, `suid`, `noexec`, `sync`, `dirsync`).
+    pub flags: mnemofs_fuse::KernelFlags,
+    /// `relatime` / `noatime` / `strictatime`.
+    pub atime: Option<mnemofs::AtimeMode>,
+    /// mnemofs's own: `preset=`, `lock=`, `small-write=`, `threads=`.
+    pub preset: Option<String>,
+    pub lock: Option<String>,
+    pub small_write: Option<String>,
+    pub threads: Option<usize>,
+}
+
+/// Options only mount(8) and fstab act on, accepted and ignored here.
+const FSTAB_ONLY: &[&str] = &[
+    "defaults",
+    "auto",
+    "noauto",
+    "user",
+    "nouser",
+    "users",
+    "owner",
+    "group",
+    "nofail",
+    "_netdev",
+    "async",
+    "atime",
+    "nodiratime",
+    "diratime",
+    "lazytime",
+    "nolazytime",
+    "loud",
+    "silent",
+    "norecovery",
+];
+
+/// Parses a comma-separated `-o` list; an unknown option is a usage error.
+pub fn parse_options(list: &str) -> CliResult<MountOpts> {
+    let mut m = MountOpts::default();
+    let bad = |o: &str| {
+        CliError::new(format!(
+            "unknown mount option {o:?} (known: ro, rw, dev, nodev, suid, nosuid, exec, \
+             noexec, sync, dirsync, relatime, noatime, strictatime, preset=, lock=, \
+             small-write=, threads=)"
+        ))
+        .with_code(2)
+    };
+    for o in list.split(',').map(str::trim).filter(|o| !o.is_empty()) {
+        if let Some((k, v)) = o.split_once('=') {
+            match k {
+                "preset" => m.preset = Some(v.to_string()),
+                "lock" => m.lock = Some(v.to_string()),
+                "small-write" | "small_write" => m.small_write = Some(v.to_string()),
+                "threads" => m.threads = Some(v.parse().map_err(|_| bad(o))?),
+                k if k.starts_with("x-") || k == "comment" => {}
+                _ => return Err(bad(o)),
             }
+            continue;
+        }
+        match o {
+            "ro" => m.flags.read_only = true,
+            "rw" => m.flags.read_only = false,
+            "dev" => m.flags.dev = true,
+            "nodev" => m.flags.dev = false,
+            "suid" => m.flags.suid = true,
+            "nosuid" => m.flags.suid = false,
+            "exec" => m.flags.exec = true,
+            "noexec" => m.flags.exec = false,
+            "sync" => m.flags.sync = true,
+            "dirsync" => m.flags.dirsync = true,
+            o if o.starts_with("x-") || FSTAB_ONLY.contains(&o) => {}
+            o => match mnemofs::AtimeMode::by_name(o) {
+                Some(a) => m.atime = Some(a),
+                None => return Err(bad(o)),
+            },
         }
     }
-    Ok(())
+    Ok(m)
 }
 
 pub fn run(args: &MountArgs) -> CliResult<()> {
+    let o = parse_options(args.options.as_deref().unwrap_or(""))?;
     let mut opts = modes::resolve(
-        &args.preset,
-        args.lock.as_deref(),
-        args.small_write.as_deref(),
+        o.preset.as_deref().unwrap_or(&args.preset),
+        o.lock.as_deref().or(args.lock.as_deref()),
+        o.small_write.as_deref().or(args.small_write.as_deref()),
     )?;
     opts.lawn_desc_store = args.desc_store.option();
-    if let Some(o) = &args.options {
-        apply_options(&mut opts, o)?;
+    if let Some(a) = o.atime {
+        opts.atime = a;
+    }
+    if args.read_only || o.flags.read_only {
+        // Reads change nothing on a read-only mount.
+        opts.atime = mnemofs::AtimeMode::Noatime;
     }
     if args.foreground || args.ready_fd.is_some() {
         let res = run_foreground(args, opts);
@@ -140,9 +216,18 @@ fn run_foreground(args: &MountArgs, opts: mnemofs::MountOptions) -> CliResult<()
     let mountpoint = check_mountpoint(&args.mountpoint).map_err(|e| CliError::new(e.0))?;
     let fs = retry_if_busy(|| mnemofs::mount(&args.image, &opts))
         .map_err(|e| fs_error(&args.image, &e))?;
+    let o = parse_options(args.options.as_deref().unwrap_or(""))?;
+    let mut flags = o.flags;
+    flags.read_only |= args.read_only;
     let cfg = MountConfig {
-        threads: args.threads,
+        threads: o.threads.unwrap_or(args.threads),
         direct_io: !args.no_direct_io,
+        // The mount table names the image, so findmnt, df and `umount IMAGE` find it.
+        fsname: std::fs::canonicalize(&args.image)
+            .unwrap_or_else(|_| args.image.clone())
+            .display()
+            .to_string(),
+        flags,
         ..MountConfig::default()
     };
     let image = args.image.display().to_string();
@@ -233,6 +318,9 @@ fn spawn_daemon(args: &MountArgs, image: &Path, mountpoint: &Path) -> CliResult<
     }
     if let Some(o) = &args.options {
         cmd.arg("-o").arg(o);
+    }
+    if args.read_only {
+        cmd.arg("--read-only");
     }
     cmd.arg("--").arg(image).arg(mountpoint);
     cmd.stdin(Stdio::null()).current_dir("/");

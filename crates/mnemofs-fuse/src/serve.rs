@@ -33,6 +33,41 @@ pub struct MountConfig {
     /// Block SIGINT, SIGTERM and SIGHUP in the serving threads and unmount when one
     /// arrives. Off: the caller stops the file system by unmounting it.
     pub handle_signals: bool,
+    /// Kernel mount flags (`ro`, `dev`, `suid`, `noexec`, `sync`, `dirsync`).
+    pub flags: KernelFlags,
+}
+
+/// Kernel flags of a mount. The default is Linux's for a file system, `rw,dev,suid,exec`
+/// (mount(8) passes a helper only the flags that differ from it, so fstab's defaults
+/// must mean the same here); an image from elsewhere is mounted `-o nosuid,nodev` as
+/// any removable medium is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelFlags {
+    /// `ro`: the kernel refuses every change.
+    pub read_only: bool,
+    /// `dev`: device files on it can be opened as devices.
+    pub dev: bool,
+    /// `suid`: set-user-ID and set-group-ID bits take effect on exec.
+    pub suid: bool,
+    /// `exec`: programs on it may run.
+    pub exec: bool,
+    /// `sync`: writes are synchronous (every write is anyway).
+    pub sync: bool,
+    /// `dirsync`: directory changes are synchronous (every change is anyway).
+    pub dirsync: bool,
+}
+
+impl Default for KernelFlags {
+    fn default() -> Self {
+        KernelFlags {
+            read_only: false,
+            dev: true,
+            suid: true,
+            exec: true,
+            sync: false,
+            dirsync: false,
+        }
+    }
 }
 
 impl Default for MountConfig {
@@ -46,6 +81,7 @@ impl Default for MountConfig {
             entry_ttl: DEFAULT_ENTRY_TTL,
             attr_ttl: DEFAULT_ATTR_TTL,
             handle_signals: true,
+            flags: KernelFlags::default(),
         }
     }
 }
@@ -201,6 +237,19 @@ fn serve<E: FileSystem + 'static, F: FnOnce(&Path)>(
         MountOption::CUSTOM("subtype=mnemofs".to_string()),
         MountOption::DefaultPermissions,
     ];
+    let f = cfg.flags;
+    for (on, o) in [
+        (f.read_only, MountOption::RO),
+        (f.dev, MountOption::Dev),
+        (f.suid, MountOption::Suid),
+        (!f.exec, MountOption::NoExec),
+        (f.sync, MountOption::Sync),
+        (f.dirsync, MountOption::DirSync),
+    ] {
+        if on {
+            config.mount_options.push(o);
+        }
+    }
     config.acl = if cfg.allow_other {
         SessionACL::All
     } else {

@@ -98,6 +98,12 @@ pub fn unmount(e: &Env) {
         "fusermount3 -u: {}",
         String::from_utf8_lossy(&o.stderr)
     );
+    unmount_wait(e);
+}
+
+/// Waits until `e` is unmounted (by whatever means) and its daemon let go of the
+/// image.
+pub fn unmount_wait(e: &Env) {
     wait_for("unmount", || !is_mounted(&e.mnt));
     // The daemon saves its free list and exits after the kernel lets go.
     wait_for("daemon exit", || {

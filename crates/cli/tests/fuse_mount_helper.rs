@@ -1,0 +1,108 @@
+//! Scenario: mnemofs mounts like a Linux file system — `mount -t fuse.mnemofs IMAGE
+//! DIR -o OPTS` and an fstab line (through the `mount.fuse.mnemofs` helper), the
+//! image as the mount's source (findmnt), `umount IMAGE`, kernel flags from -o, a
+//! read-only mount, and a second mount of the same image refused in one line.
+
+mod common;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn sh(cmd: &str, args: &[&str]) -> Output {
+    Command::new(cmd)
+        .args(args)
+        // The helper runs this build's binary.
+        .env("MNEMOFS_BIN", common::bin())
+        .output()
+        .unwrap_or_else(|e| panic!("run {cmd}: {e}"))
+}
+
+fn ok(o: &Output, what: &str) {
+    assert!(
+        o.status.success(),
+        "{what}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+fn findmnt(mnt: &Path, col: &str) -> String {
+    let o = sh("findmnt", &["-n", "-o", col, mnt.to_str().unwrap()]);
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+#[test]
+fn mount_t_fuse_mnemofs_fstab_and_umount_image() {
+    if !Path::new("/sbin/mount.fuse.mnemofs").exists() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        ok(
+            &sh(
+                "bash",
+                &[root
+                    .join("scripts/install-mount-helper.sh")
+                    .to_str()
+                    .unwrap()],
+            ),
+            "install the mount helper",
+        );
+    }
+    let e = common::env("64M");
+    let img = std::fs::canonicalize(&e.img).unwrap();
+    let (imgs, mnt) = (img.to_str().unwrap(), e.mnt.to_str().unwrap());
+
+    // mount -t with kernel flags and mnemofs's own options.
+    ok(
+        &sh(
+            "mount",
+            &[
+                "-t",
+                "fuse.mnemofs",
+                imgs,
+                mnt,
+                "-o",
+                "noatime,noexec,nodev,preset=pnova",
+            ],
+        ),
+        "mount -t fuse.mnemofs",
+    );
+    assert!(common::is_mounted(&e.mnt));
+    assert_eq!(findmnt(&e.mnt, "SOURCE"), imgs);
+    assert_eq!(findmnt(&e.mnt, "FSTYPE"), "fuse.mnemofs");
+    let flags = findmnt(&e.mnt, "VFS-OPTIONS");
+    assert!(flags.contains("noexec"), "{flags}");
+    assert!(flags.contains("nodev"), "{flags}");
+    assert!(!flags.contains("nosuid"), "{flags}");
+    std::fs::write(e.mnt.join("f"), b"hello").unwrap();
+
+    // A second mount of the same image: one line, refused.
+    let other = e.dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    let o = sh(
+        "mount",
+        &["-t", "fuse.mnemofs", imgs, other.to_str().unwrap()],
+    );
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(!common::is_mounted(&other));
+
+    // umount by the image's path.
+    ok(&sh("umount", &[imgs]), "umount IMAGE");
+    common::unmount_wait(&e);
+    assert!(!common::is_mounted(&e.mnt));
+
+    // An fstab line, read-only.
+    let fstab = e.dir.path().join("fstab");
+    std::fs::write(&fstab, format!("{imgs} {mnt} fuse.mnemofs ro,noauto 0 0\n")).unwrap();
+    ok(
+        &sh("mount", &["-T", fstab.to_str().unwrap(), mnt]),
+        "mount from an fstab line",
+    );
+    assert_eq!(findmnt(&e.mnt, "SOURCE"), imgs);
+    assert!(findmnt(&e.mnt, "VFS-OPTIONS").starts_with("ro"));
+    assert_eq!(std::fs::read(e.mnt.join("f")).unwrap(), b"hello");
+    let w = std::fs::write(e.mnt.join("g"), b"x").unwrap_err();
+    assert_eq!(w.raw_os_error(), Some(libc::EROFS), "{w}");
+    ok(&sh("umount", &[mnt]), "umount DIR");
+    common::unmount_wait(&e);
+    common::fsck_clean(&e);
+}
