@@ -581,34 +581,50 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
     fn setxattr(
         &self,
         _req: &Request,
-        _ino: INodeNo,
-        _name: &OsStr,
-        _value: &[u8],
-        _flags: i32,
-        _position: u32,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        position: u32,
         reply: ReplyEmpty,
     ) {
-        reply.error(Errno::EOPNOTSUPP);
+        if position != 0 {
+            // macOS resource forks only.
+            return reply.error(Errno::EINVAL);
+        }
+        if ino.0 == ROOT_INO && name.as_bytes() == STATS_XATTR.as_bytes() {
+            return reply.error(Errno::EPERM);
+        }
+        reply_empty(
+            reply,
+            self.fs.setxattr(ino.0, name.as_bytes(), value, flags),
+        );
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        if ino.0 != ROOT_INO || name.as_bytes() != STATS_XATTR.as_bytes() {
-            return reply.error(Errno::NO_XATTR);
+        if ino.0 == ROOT_INO && name.as_bytes() == STATS_XATTR.as_bytes() {
+            return match serde_json::to_vec(&self.fs.stats()) {
+                Ok(json) => reply_xattr_value(reply, size, &json),
+                Err(_) => reply.error(Errno::EIO),
+            };
         }
-        match serde_json::to_vec(&self.fs.stats()) {
-            Ok(json) => reply_xattr_value(reply, size, &json),
-            Err(_) => reply.error(Errno::EIO),
+        match self.fs.getxattr(ino.0, name.as_bytes()) {
+            Ok(v) => reply_xattr_value(reply, size, &v),
+            Err(e) => reply.error(errno(&e)),
         }
     }
 
-    fn listxattr(&self, _req: &Request, _ino: INodeNo, size: u32, reply: ReplyXattr) {
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         // The stats attribute is not listed (it is not a stored attribute, and
         // copying tools must not try to replicate it).
-        reply_xattr_value(reply, size, &[]);
+        match self.fs.listxattr(ino.0) {
+            Ok(v) => reply_xattr_value(reply, size, &v),
+            Err(e) => reply.error(errno(&e)),
+        }
     }
 
-    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        reply.error(Errno::EOPNOTSUPP);
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        reply_empty(reply, self.fs.removexattr(ino.0, name.as_bytes()));
     }
 
     fn access(&self, _req: &Request, _ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {

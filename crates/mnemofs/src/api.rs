@@ -103,6 +103,23 @@ pub trait FileSystem: Send + Sync {
     /// The target of symlink `ino`; `Invalid` for other kinds.
     fn readlink(&self, ino: Ino) -> Result<Vec<u8>>;
 
+    /// The value of extended attribute `name` of `ino`; `NoData` when it has none,
+    /// `Range` for a name over 255 bytes, `Unsupported` outside the `user.`,
+    /// `trusted.`, `security.` namespaces and the POSIX ACL names.
+    fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>>;
+
+    /// The extended attribute names of `ino`, each followed by a NUL.
+    fn listxattr(&self, ino: Ino) -> Result<Vec<u8>>;
+
+    /// Sets extended attribute `name` of `ino` (`flags`: `XATTR_CREATE` → `Exists`
+    /// if present, `XATTR_REPLACE` → `NoData` if absent); `NoSpace` past the per-value
+    /// or per-inode limit; `NotPermitted` for `user.` on other than files and
+    /// directories. Durable on return; ctime changes.
+    fn setxattr(&self, ino: Ino, name: &[u8], value: &[u8], flags: i32) -> Result<()>;
+
+    /// Removes extended attribute `name` of `ino`; `NoData` when it has none.
+    fn removexattr(&self, ino: Ino, name: &[u8]) -> Result<()>;
+
     /// Removes the non-directory `name` from `parent`. The file's data lives on
     /// while it is open or remembered (see [`remember`](Self::remember)).
     fn unlink(&self, parent: Ino, name: &[u8]) -> Result<()>;

@@ -205,6 +205,26 @@ impl Fs {
         self.ns().readlink(ino)
     }
 
+    /// The value of extended attribute `name` (`NoData` when there is none).
+    pub fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
+        self.ns().getxattr(ino, name)
+    }
+
+    /// The extended attribute names of `ino`, each followed by a NUL.
+    pub fn listxattr(&self, ino: Ino) -> Result<Vec<u8>> {
+        self.ns().listxattr(ino)
+    }
+
+    /// Sets extended attribute `name` (`flags`: `XATTR_CREATE`, `XATTR_REPLACE`).
+    pub fn setxattr(&self, ino: Ino, name: &[u8], value: &[u8], flags: i32) -> Result<()> {
+        self.ns().setxattr(ino, name, value, flags)
+    }
+
+    /// Removes extended attribute `name` (`NoData` when there is none).
+    pub fn removexattr(&self, ino: Ino, name: &[u8]) -> Result<()> {
+        self.ns().removexattr(ino, name)
+    }
+
     /// Up to `max` entries of directory `ino` after position `offset` (0: from the
     /// start; each entry carries the offset to continue after it).
     pub fn readdir(&self, ino: Ino, offset: u64, max: usize) -> Result<Vec<DirEntry>> {
@@ -479,6 +499,22 @@ impl FileSystem for Fs {
     #[inline]
     fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
         Fs::readlink(self, ino)
+    }
+
+    fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
+        Fs::getxattr(self, ino, name)
+    }
+
+    fn listxattr(&self, ino: Ino) -> Result<Vec<u8>> {
+        Fs::listxattr(self, ino)
+    }
+
+    fn setxattr(&self, ino: Ino, name: &[u8], value: &[u8], flags: i32) -> Result<()> {
+        Fs::setxattr(self, ino, name, value, flags)
+    }
+
+    fn removexattr(&self, ino: Ino, name: &[u8]) -> Result<()> {
+        Fs::removexattr(self, ino, name)
     }
 
     #[inline]

@@ -51,6 +51,12 @@ pub enum FsError {
     /// Too many symbolic links (ELOOP).
     #[error("too many symbolic links")]
     Loop,
+    /// No such extended attribute (ENODATA).
+    #[error("no such attribute")]
+    NoData,
+    /// A buffer or name is out of range (ERANGE).
+    #[error("result out of range")]
+    Range,
     /// The image is corrupt, with what was found (EIO).
     #[error("file system is corrupted: {0}")]
     Corrupt(String),
@@ -98,6 +104,8 @@ impl self::FsError {
             FsError::Stale(_) => libc::ESTALE,
             FsError::Busy => libc::EBUSY,
             FsError::Loop => libc::ELOOP,
+            FsError::NoData => libc::ENODATA,
+            FsError::Range => libc::ERANGE,
             FsError::Corrupt(_) | FsError::NotMnemofs(_) => libc::EIO,
             FsError::ImageTooSmall { .. } => libc::EINVAL,
             FsError::AlreadyFormatted { .. } => libc::EEXIST,

@@ -13,7 +13,7 @@
 //!
 //! Pinned entries only go away in thorough GC, which rewrites the state from scratch.
 
-use crate::format::{Entry, BLOCK, DENTRY_ADD, SETATTR_SHRINK};
+use crate::format::{Entry, BLOCK, DENTRY_ADD, SETATTR_SHRINK, XATTR_SET};
 use crate::index::PageIndex;
 use crate::lock::FileLock;
 use crate::log::LogState;
@@ -85,6 +85,8 @@ pub(crate) struct InodeState {
     pub log: LogState,
     pub pages: BTreeMap<u64, PageRef>,
     pub dir: Option<DirState>,
+    /// Extended attributes: name → (value, offset of the entry that set it).
+    pub xattrs: BTreeMap<Vec<u8>, (Vec<u8>, u64)>,
     /// Parent directory (directories only).
     pub parent: Ino,
     /// Freed: the slot may be reused; every handle to this state is stale.
@@ -117,6 +119,7 @@ impl InodeState {
             log: LogState::default(),
             pages: BTreeMap::new(),
             dir: (kind == FileKind::Directory).then(DirState::default),
+            xattrs: BTreeMap::new(),
             parent: 0,
             dead: false,
             live: FxHashMap::default(),
@@ -273,6 +276,26 @@ impl InodeState {
                 self.ctime = *ctime;
                 self.write_mtime = Timespec::default();
             }
+            Entry::Xattr {
+                op,
+                name,
+                value,
+                ctime,
+            } => {
+                self.ctime = *ctime;
+                let old = self.xattrs.remove(name);
+                if *op == XATTR_SET {
+                    self.add_live(off, units, 1);
+                    self.xattrs.insert(name.clone(), (value.clone(), off));
+                } else {
+                    // Pinned, as a dentry removal: losing it to fast GC while the
+                    // set it undoes survives would bring the attribute back.
+                    self.add_live(off, units, 0);
+                }
+                if let Some((_, o)) = old {
+                    self.unref(o);
+                }
+            }
             Entry::Link { nlink, ctime } => {
                 if let Some(prev) = self.last_link.take() {
                     self.unref(prev);
@@ -369,6 +392,14 @@ impl InodeState {
                     });
                 }
             }
+        }
+        for (name, (value, _)) in &self.xattrs {
+            v.push(Entry::Xattr {
+                op: XATTR_SET,
+                name: name.clone(),
+                value: value.clone(),
+                ctime: self.ctime,
+            });
         }
         v.push(Entry::Link {
             nlink: self.nlink,

@@ -10,7 +10,10 @@ use crate::addr::{BlockNo, PmOff};
 use crate::bugs::{self, Bug};
 use crate::data::{DataPlane, MAX_FILE_SIZE};
 use crate::error::{FsError, Result};
-use crate::format::{Entry, BLOCK, DENTRY_ADD, DENTRY_REMOVE, INO_VALID_OFF};
+use crate::format::{
+    xattr_namespace, Entry, BLOCK, DENTRY_ADD, DENTRY_REMOVE, INO_VALID_OFF, XATTR_REMOVE,
+    XATTR_SET, XATTR_VALUE_MAX,
+};
 use crate::inode::{DirSlot, Inode, InodeState, FIRST_COOKIE};
 use crate::itable::{Guard, InodeTable};
 use crate::store::Store;
@@ -36,6 +39,21 @@ fn check_name(name: &[u8]) -> Result<()> {
 fn st(locked: &Locked, ino: Ino) -> &InodeState {
     let i = locked.iter().position(|(n, _)| n.ino == ino).unwrap_or(0);
     &locked[i].1
+}
+
+/// Bytes of names and values one inode's extended attributes may hold in all.
+pub(crate) const XATTR_TOTAL_MAX: usize = 64 << 10;
+
+/// An extended attribute name the file system takes: 1..=255 bytes (ERANGE
+/// otherwise, as Linux), no NUL, in a namespace mnemofs stores (EOPNOTSUPP).
+fn check_xattr_name(name: &[u8]) -> Result<()> {
+    if name.is_empty() || name.len() > 255 {
+        return Err(FsError::Range);
+    }
+    if name.contains(&0) || xattr_namespace(name).is_none() {
+        return Err(FsError::Unsupported("extended attribute namespace"));
+    }
+    Ok(())
 }
 
 fn dir_slot(s: &InodeState, name: &[u8]) -> Result<Option<DirSlot>> {
@@ -785,6 +803,87 @@ impl Namespace<'_> {
             }
             return Ok(());
         }
+    }
+
+    /// The value of extended attribute `name` of `ino` (ENODATA when it has none).
+    pub fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
+        check_xattr_name(name)?;
+        let (_i, s) = self.table.lock(ino)?;
+        s.xattrs
+            .get(name)
+            .map(|(v, _)| v.clone())
+            .ok_or(FsError::NoData)
+    }
+
+    /// The names of `ino`'s extended attributes, each followed by a NUL (listxattr).
+    pub fn listxattr(&self, ino: Ino) -> Result<Vec<u8>> {
+        let (_i, s) = self.table.lock(ino)?;
+        let mut out = Vec::new();
+        for name in s.xattrs.keys() {
+            out.extend_from_slice(name);
+            out.push(0);
+        }
+        Ok(out)
+    }
+
+    /// Sets extended attribute `name` of `ino` to `value` (`flags`: `XATTR_CREATE`
+    /// fails with EEXIST on an existing one, `XATTR_REPLACE` with ENODATA on a
+    /// missing one). One log entry; ctime changes.
+    pub fn setxattr(&self, ino: Ino, name: &[u8], value: &[u8], flags: i32) -> Result<()> {
+        check_xattr_name(name)?;
+        if flags & !(libc::XATTR_CREATE | libc::XATTR_REPLACE) != 0 {
+            return Err(FsError::Invalid("unknown setxattr flags"));
+        }
+        if value.len() > XATTR_VALUE_MAX {
+            // As ext4 without large attribute inodes: no room for it.
+            return Err(FsError::NoSpace);
+        }
+        let (_i, mut s) = self.table.lock(ino)?;
+        // Linux keeps user attributes to regular files and directories.
+        if name.starts_with(b"user.") && !matches!(s.kind, FileKind::Regular | FileKind::Directory)
+        {
+            return Err(FsError::NotPermitted);
+        }
+        let exists = s.xattrs.contains_key(name);
+        if flags & libc::XATTR_CREATE != 0 && exists {
+            return Err(FsError::Exists);
+        }
+        if flags & libc::XATTR_REPLACE != 0 && !exists {
+            return Err(FsError::NoData);
+        }
+        // All of an inode's attributes: at most 64 KiB of names and values.
+        let total: usize = s
+            .xattrs
+            .iter()
+            .filter(|(n, _)| n.as_slice() != name)
+            .map(|(n, (v, _))| n.len() + v.len())
+            .sum();
+        if total + name.len() + value.len() > XATTR_TOTAL_MAX {
+            return Err(FsError::NoSpace);
+        }
+        let e = Entry::Xattr {
+            op: XATTR_SET,
+            name: name.to_vec(),
+            value: value.to_vec(),
+            ctime: Timespec::now(),
+        };
+        self.data.commit(&mut [(&mut *s, vec![e])], &[])
+    }
+
+    /// Removes extended attribute `name` of `ino` (ENODATA when it has none).
+    pub fn removexattr(&self, ino: Ino, name: &[u8]) -> Result<()> {
+        check_xattr_name(name)?;
+        let (_i, mut s) = self.table.lock(ino)?;
+        if !s.xattrs.contains_key(name) {
+            return Err(FsError::NoData);
+        }
+        let e = Entry::Xattr {
+            op: XATTR_REMOVE,
+            name: name.to_vec(),
+            value: Vec::new(),
+            ctime: Timespec::now(),
+        };
+        self.data.commit(&mut [(&mut *s, vec![e])], &[])
     }
 
     pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {

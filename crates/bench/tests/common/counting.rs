@@ -145,6 +145,22 @@ impl FileSystem for Counting {
         self.count("readlink");
         self.inner.readlink(ino)
     }
+    fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
+        self.count("getxattr");
+        self.inner.getxattr(ino, name)
+    }
+    fn listxattr(&self, ino: Ino) -> Result<Vec<u8>> {
+        self.count("listxattr");
+        self.inner.listxattr(ino)
+    }
+    fn setxattr(&self, ino: Ino, name: &[u8], value: &[u8], flags: i32) -> Result<()> {
+        self.count("setxattr");
+        self.inner.setxattr(ino, name, value, flags)
+    }
+    fn removexattr(&self, ino: Ino, name: &[u8]) -> Result<()> {
+        self.count("removexattr");
+        self.inner.removexattr(ino, name)
+    }
     fn unlink(&self, parent: Ino, name: &[u8]) -> Result<()> {
         self.count("unlink");
         self.inner.unlink(parent, name)

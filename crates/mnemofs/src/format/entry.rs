@@ -16,7 +16,7 @@
 //! ```text
 //!  off  size  field
 //!    0     8  commit  commit word: tag 63..48 | units 47..32 | CRC-32 of [8, units*64)
-//!    8     1  type    ET_WRITE, ET_SETATTR, ET_LINK, ET_DENTRY
+//!    8     1  type    ET_WRITE, ET_SETATTR, ET_LINK, ET_DENTRY, ET_XATTR
 //!    9     1  units
 //!   10     2  group   entries in a concurrent group (in its leader), else 0 or 1
 //!   12     4  reserved
@@ -77,6 +77,28 @@ pub const ET_SETATTR: u8 = 2;
 pub const ET_LINK: u8 = 3;
 /// Entry type: [`Entry::Dentry`].
 pub const ET_DENTRY: u8 = 4;
+/// Entry type: [`Entry::Xattr`].
+pub const ET_XATTR: u8 = 5;
+
+/// Xattr op: the attribute is set (created or replaced).
+pub const XATTR_SET: u8 = 1;
+/// Xattr op: the attribute is removed.
+pub const XATTR_REMOVE: u8 = 2;
+/// Xattr: offset of the name length, 1..=255 (u8).
+pub const XATTR_NAME_LEN_OFF: usize = 16;
+/// Xattr: offset of the op, [`XATTR_SET`] or [`XATTR_REMOVE`] (u8).
+pub const XATTR_OP_OFF: usize = 17;
+/// Xattr: offset of the value length (u16).
+pub const XATTR_VALUE_LEN_OFF: usize = 18;
+/// Xattr: offset of the inode's new ctime, nanoseconds (u32).
+pub const XATTR_CTIME_NSEC_OFF: usize = 20;
+/// Xattr: offset of the inode's new ctime, seconds (u64).
+pub const XATTR_CTIME_SEC_OFF: usize = 24;
+/// Xattr: offset of the name, followed by the value.
+pub const XATTR_NAME_OFF: usize = 32;
+/// Largest xattr value: what fits one log page with the longest name (ext4 keeps
+/// an inode's attributes within one 4 KiB block as well).
+pub const XATTR_VALUE_MAX: usize = LOG_DATA as usize - XATTR_NAME_OFF - 255;
 
 /// Dentry op: the name is added.
 pub const DENTRY_ADD: u8 = 1;
@@ -214,6 +236,17 @@ pub enum Entry {
         /// New ctime.
         ctime: Timespec,
     },
+    /// Extended attribute set or removed; `ctime` is the inode's new ctime.
+    Xattr {
+        /// [`XATTR_SET`] or [`XATTR_REMOVE`].
+        op: u8,
+        /// The full name (`user.x`, `trusted.x`, `security.x`, `system.posix_acl_*`).
+        name: Vec<u8>,
+        /// The value (empty for a removal).
+        value: Vec<u8>,
+        /// The inode's new ctime.
+        ctime: Timespec,
+    },
     /// Directory entry added or removed; `time` is the directory's new mtime/ctime.
     Dentry {
         /// [`DENTRY_ADD`] or [`DENTRY_REMOVE`].
@@ -239,6 +272,10 @@ impl Entry {
             Entry::SetAttr { .. } => 2,
             Entry::Dentry { name, .. } => (name.len() as u64)
                 .saturating_add(DENTRY_NAME_OFF as u64)
+                .div_ceil(UNIT),
+            Entry::Xattr { name, value, .. } => (name.len() as u64)
+                .saturating_add(value.len() as u64)
+                .saturating_add(XATTR_NAME_OFF as u64)
                 .div_ceil(UNIT),
         }
     }
@@ -313,6 +350,21 @@ impl Entry {
                 b[DENTRY_DTYPE_OFF] = kind.dirent_type();
                 b[DENTRY_NAME_OFF..][..name.len()].copy_from_slice(name);
             }
+            Entry::Xattr {
+                op,
+                name,
+                value,
+                ctime,
+            } => {
+                b[ENTRY_TYPE_OFF] = ET_XATTR;
+                b[XATTR_NAME_LEN_OFF] = name.len() as u8;
+                b[XATTR_OP_OFF] = *op;
+                b[XATTR_VALUE_LEN_OFF..][..2].copy_from_slice(&(value.len() as u16).to_le_bytes());
+                put_u32(&mut b, XATTR_CTIME_NSEC_OFF, ctime.nsec);
+                put_u64(&mut b, XATTR_CTIME_SEC_OFF, ctime.sec as u64);
+                b[XATTR_NAME_OFF..][..name.len()].copy_from_slice(name);
+                b[XATTR_NAME_OFF..][name.len()..][..value.len()].copy_from_slice(value);
+            }
         }
         b
     }
@@ -385,6 +437,26 @@ impl Entry {
                 time("setattr ctime", ctime)
             }
             Entry::Link { ctime, .. } => time("link ctime", ctime),
+            Entry::Xattr {
+                op,
+                name,
+                value,
+                ctime,
+            } => {
+                if *op == XATTR_REMOVE && !value.is_empty() {
+                    return Err("xattr removal carries a value".into());
+                }
+                if value.len() > XATTR_VALUE_MAX {
+                    return Err(format!("xattr value of {} bytes", value.len()));
+                }
+                if name.contains(&0) {
+                    return Err("xattr name holds NUL".into());
+                }
+                if xattr_namespace(name).is_none() {
+                    return Err("xattr name in no known namespace".into());
+                }
+                time("xattr ctime", ctime)
+            }
             Entry::Dentry {
                 cookie,
                 time: t,
@@ -455,9 +527,42 @@ impl Entry {
                     name: b[DENTRY_NAME_OFF..][..len].to_vec(),
                 })
             }
+            ET_XATTR => {
+                let nlen = b[XATTR_NAME_LEN_OFF] as usize;
+                let vlen = u16::from_le_bytes([b[XATTR_VALUE_LEN_OFF], b[XATTR_VALUE_LEN_OFF + 1]])
+                    as usize;
+                let room = b.len().saturating_sub(XATTR_NAME_OFF);
+                if nlen == 0 || nlen.saturating_add(vlen) > room {
+                    return Err("xattr name or value length out of range".into());
+                }
+                let op = b[XATTR_OP_OFF];
+                if op != XATTR_SET && op != XATTR_REMOVE {
+                    return Err(format!("bad xattr op {op}"));
+                }
+                let body = &b[XATTR_NAME_OFF..];
+                Ok(Entry::Xattr {
+                    op,
+                    name: body[..nlen].to_vec(),
+                    value: body[nlen..][..vlen].to_vec(),
+                    ctime: ts(XATTR_CTIME_SEC_OFF, XATTR_CTIME_NSEC_OFF),
+                })
+            }
             t => Err(format!("unknown entry type {t}")),
         }
     }
+}
+
+/// The namespace of an extended attribute's name (`user.`, `trusted.`, `security.`,
+/// or the two POSIX ACL names), with something after the prefix.
+pub fn xattr_namespace(name: &[u8]) -> Option<&'static str> {
+    const ACLS: [&[u8]; 2] = [b"system.posix_acl_access", b"system.posix_acl_default"];
+    if ACLS.contains(&name) {
+        return Some("system");
+    }
+    ["user.", "trusted.", "security."]
+        .into_iter()
+        .find(|p| name.len() > p.len() && name.starts_with(p.as_bytes()))
+        .map(|p| p.trim_end_matches('.'))
 }
 
 fn kind_from_dt(dt: u8) -> Option<FileKind> {

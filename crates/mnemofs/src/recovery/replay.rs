@@ -230,7 +230,7 @@ fn validate_entry(geo: &Geometry, st: &InodeState, e: &Entry) -> std::result::Re
                 return Err(format!("directory entry names inode {ino} out of range"));
             }
         }
-        Entry::SetAttr { .. } | Entry::Link { .. } => {}
+        Entry::SetAttr { .. } | Entry::Link { .. } | Entry::Xattr { .. } => {}
     }
     Ok(())
 }
