@@ -496,6 +496,7 @@ pub fn apply_fs(fs: &Fs, op: &Op) -> Result<(), i32> {
             let flags = RenameFlags {
                 noreplace: *noreplace,
                 exchange: *exchange,
+                whiteout: None,
             };
             fs.rename(od, on.as_bytes(), nd, nn.as_bytes(), flags)
                 .map_err(err)

@@ -360,7 +360,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
 
     fn rename(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -368,7 +368,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         flags: fuser::RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let flags = match rename_flags(flags) {
+        let flags = match rename_flags(flags, req.uid(), req.gid()) {
             Ok(f) => f,
             Err(e) => return reply.error(e),
         };

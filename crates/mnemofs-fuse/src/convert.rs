@@ -100,18 +100,20 @@ pub fn file_attr(a: &Attr) -> FileAttr {
 
 /// `renameat2` flags to engine flags: `RENAME_NOREPLACE` and `RENAME_EXCHANGE` (not
 /// both); anything else (e.g. `RENAME_WHITEOUT`) is `EINVAL`.
-pub fn rename_flags(flags: fuser::RenameFlags) -> Result<RenameFlags, Errno> {
+pub fn rename_flags(flags: fuser::RenameFlags, uid: u32, gid: u32) -> Result<RenameFlags, Errno> {
     let bits = flags.bits();
     let noreplace = libc::RENAME_NOREPLACE;
     let exchange = libc::RENAME_EXCHANGE;
-    if bits & !(noreplace | exchange) != 0 {
+    let whiteout = libc::RENAME_WHITEOUT;
+    if bits & !(noreplace | exchange | whiteout) != 0 {
         return Err(Errno::EINVAL);
     }
     let out = RenameFlags {
         noreplace: bits & noreplace != 0,
         exchange: bits & exchange != 0,
+        whiteout: (bits & whiteout != 0).then_some((uid, gid)),
     };
-    if out.noreplace && out.exchange {
+    if out.exchange && (out.noreplace || out.whiteout.is_some()) {
         return Err(Errno::EINVAL);
     }
     Ok(out)
@@ -202,28 +204,38 @@ mod tests {
     #[test]
     fn rename_flag_mapping() {
         use fuser::RenameFlags as F;
-        assert_eq!(rename_flags(F::empty()), Ok(RenameFlags::default()));
+        assert_eq!(rename_flags(F::empty(), 5, 6), Ok(RenameFlags::default()));
         assert_eq!(
-            rename_flags(F::RENAME_NOREPLACE),
+            rename_flags(F::RENAME_NOREPLACE, 5, 6),
             Ok(RenameFlags {
                 noreplace: true,
-                exchange: false
+                ..Default::default()
             })
         );
         assert_eq!(
-            rename_flags(F::RENAME_EXCHANGE),
+            rename_flags(F::RENAME_EXCHANGE, 5, 6),
             Ok(RenameFlags {
-                noreplace: false,
-                exchange: true
+                exchange: true,
+                ..Default::default()
             })
         );
         assert_eq!(
-            rename_flags(F::RENAME_NOREPLACE | F::RENAME_EXCHANGE),
+            rename_flags(F::RENAME_WHITEOUT, 5, 6),
+            Ok(RenameFlags {
+                whiteout: Some((5, 6)),
+                ..Default::default()
+            })
+        );
+        assert_eq!(
+            rename_flags(F::RENAME_NOREPLACE | F::RENAME_EXCHANGE, 5, 6),
             Err(Errno::EINVAL)
         );
-        assert_eq!(rename_flags(F::RENAME_WHITEOUT), Err(Errno::EINVAL));
         assert_eq!(
-            rename_flags(F::from_bits_retain(1 << 9)),
+            rename_flags(F::RENAME_WHITEOUT | F::RENAME_EXCHANGE, 5, 6),
+            Err(Errno::EINVAL)
+        );
+        assert_eq!(
+            rename_flags(F::from_bits_retain(1 << 9), 0, 0),
             Err(Errno::EINVAL)
         );
     }

@@ -65,7 +65,19 @@ fn dir_slot(s: &InodeState, name: &[u8]) -> Result<Option<DirSlot>> {
 fn commit_locked(
     data: &DataPlane,
     locked: &mut Locked,
+    plan: Vec<(Ino, Vec<Entry>)>,
+    extra: &[(PmOff, u64)],
+) -> Result<()> {
+    commit_locked_with(data, locked, plan, None, extra)
+}
+
+/// [`commit_locked`], plus the entries of an inode being created (not in the table
+/// yet) in the same commit.
+fn commit_locked_with(
+    data: &DataPlane,
+    locked: &mut Locked,
     mut plan: Vec<(Ino, Vec<Entry>)>,
+    new: Option<(&mut InodeState, Vec<Entry>)>,
     extra: &[(PmOff, u64)],
 ) -> Result<()> {
     let mut parts: Vec<(&mut InodeState, Vec<Entry>)> = Vec::new();
@@ -83,6 +95,7 @@ fn commit_locked(
             parts.push((&mut **g, mine));
         }
     }
+    parts.extend(new);
     data.commit(&mut parts, extra)
 }
 
@@ -569,8 +582,10 @@ impl Namespace<'_> {
         }
         check_name(on)?;
         check_name(nn)?;
-        if flags.noreplace && flags.exchange {
-            return Err(FsError::Invalid("RENAME_NOREPLACE with RENAME_EXCHANGE"));
+        if flags.exchange && (flags.noreplace || flags.whiteout.is_some()) {
+            return Err(FsError::Invalid(
+                "RENAME_EXCHANGE with RENAME_NOREPLACE or RENAME_WHITEOUT",
+            ));
         }
         let _rl = self.rename_lock.lock();
         loop {
@@ -777,6 +792,45 @@ impl Namespace<'_> {
                     ctime: now,
                 },
             );
+            // RENAME_WHITEOUT: a new character device 0/0 takes the source name, in
+            // the same commit (its slot's valid word through the journal, as a
+            // create's).
+            let mut whiteout = None;
+            if let Some((uid, gid)) = flags.whiteout {
+                let ino = self.table.alloc_ino()?;
+                self.table
+                    .write_slot(&self.store.vol, ino, FileKind::CharDevice);
+                let cookie = next_cookie(op);
+                push(
+                    op,
+                    Entry::Dentry {
+                        op: DENTRY_ADD,
+                        ino,
+                        cookie,
+                        kind: FileKind::CharDevice,
+                        time: now,
+                        name: on.to_vec(),
+                    },
+                );
+                let entries = vec![
+                    Entry::SetAttr {
+                        mode: FileKind::CharDevice.mode_bits(),
+                        uid,
+                        gid,
+                        rdev: 0,
+                        size: 0,
+                        atime: now,
+                        mtime: now,
+                        ctime: now,
+                        flags: 0,
+                    },
+                    Entry::Link {
+                        nlink: 1,
+                        ctime: now,
+                    },
+                ];
+                whiteout = Some((InodeState::new(ino, FileKind::CharDevice), entries));
+            }
             if bugs::on(Bug::RenameDentryInPlace) && !flags.exchange {
                 // The old name goes in a commit of its own, outside the journal.
                 let first = plan
@@ -788,7 +842,26 @@ impl Namespace<'_> {
                 }
                 plan.retain(|(_, v)| !v.is_empty());
             }
-            commit_locked(self.data, &mut locked, plan, &[])?;
+            let valid = whiteout
+                .as_ref()
+                .map(|(w, _)| (self.store.geo.inode_off(w.ino) + INO_VALID_OFF, 1));
+            let r = commit_locked_with(
+                self.data,
+                &mut locked,
+                plan,
+                whiteout.as_mut().map(|(s, e)| (s, std::mem::take(e))),
+                valid.as_slice(),
+            );
+            if let Err(e) = r {
+                if let Some((w, _)) = &whiteout {
+                    self.table.release_ino(w.ino);
+                }
+                return Err(e);
+            }
+            if let Some((w, _)) = whiteout {
+                // In the table before the directory's lock is released.
+                self.table.insert_inode(w);
+            }
             for (inode, g) in locked.iter_mut() {
                 if s_dir && inode.ino == src.ino {
                     g.parent = np;

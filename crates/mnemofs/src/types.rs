@@ -163,6 +163,10 @@ pub struct RenameFlags {
     pub noreplace: bool,
     /// Atomically exchange source and target (both must exist).
     pub exchange: bool,
+    /// RENAME_WHITEOUT: in the same commit, the source name becomes a whiteout (a
+    /// character device 0/0, mode 0) owned by this (uid, gid) — what overlayfs asks
+    /// of an upper directory.
+    pub whiteout: Option<(u32, u32)>,
 }
 
 /// One directory entry as readdir returns it.

@@ -118,6 +118,7 @@ fn workload(fs: &Fs, i: usize) {
                 RenameFlags {
                     exchange: true,
                     noreplace: false,
+                    whiteout: None,
                 },
             )
             .unwrap(),

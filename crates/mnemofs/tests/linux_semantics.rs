@@ -261,3 +261,61 @@ fn reads_update_atime_as_relatime_noatime_and_strictatime_say() {
         assert!(r.is_clean(), "{:?}", r.problems);
     }
 }
+
+#[test]
+fn rename_whiteout_leaves_a_whiteout_in_the_same_commit() {
+    let img = common::fresh(32 << 20);
+    let fs = common::mount(&img);
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap().ino;
+    let f = fs.create(d, b"a", 0o644, 0, 0).unwrap().ino;
+    fs.write(f, 0, b"data").unwrap();
+    let used = fs.statfs().files_free;
+    let wo = RenameFlags {
+        whiteout: Some((7, 8)),
+        ..Default::default()
+    };
+    fs.rename(d, b"a", ROOT_INO, b"b", wo).unwrap();
+    let w = fs.lookup(d, b"a").unwrap();
+    assert_eq!(w.kind, mnemofs::FileKind::CharDevice);
+    assert_eq!(
+        (w.rdev, w.mode & 0o7777, w.uid, w.gid, w.nlink),
+        (0, 0, 7, 8, 1)
+    );
+    assert_eq!(fs.lookup(ROOT_INO, b"b").unwrap().ino, f);
+    assert_eq!(fs.statfs().files_free, used - 1);
+    // Not with RENAME_EXCHANGE; with NOREPLACE onto a name that exists: EEXIST and
+    // no whiteout.
+    let x = RenameFlags {
+        exchange: true,
+        whiteout: Some((0, 0)),
+        ..Default::default()
+    };
+    assert!(matches!(
+        fs.rename(ROOT_INO, b"b", d, b"a", x),
+        Err(mnemofs::FsError::Invalid(_))
+    ));
+    fs.create(d, b"c", 0o644, 0, 0).unwrap();
+    let nr = RenameFlags {
+        noreplace: true,
+        whiteout: Some((0, 0)),
+        ..Default::default()
+    };
+    assert!(matches!(
+        fs.rename(ROOT_INO, b"b", d, b"c", nr),
+        Err(mnemofs::FsError::Exists)
+    ));
+    // As a crash leaves it (no unmount): the whiteout and the move are both there.
+    drop(fs);
+    let fs = common::mount(&img);
+    assert_eq!(
+        fs.lookup(d, b"a").unwrap().kind,
+        mnemofs::FileKind::CharDevice
+    );
+    let mut buf = [0u8; 4];
+    let b = fs.lookup(ROOT_INO, b"b").unwrap().ino;
+    fs.read(b, 0, &mut buf).unwrap();
+    assert_eq!(&buf, b"data");
+    fs.unmount().unwrap();
+    let r = mnemofs::fsck(&img.path).unwrap();
+    assert!(r.is_clean(), "{:?}", r.problems);
+}

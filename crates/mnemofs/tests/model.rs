@@ -251,6 +251,7 @@ fn step(fs: &Fs, m: &mut Model, op: &Op) {
             let flags = RenameFlags {
                 noreplace: f == 1,
                 exchange: f == 2,
+                whiteout: None,
             };
             let r = fs.rename(od, on, nd, nn, flags);
             let src = m.names(od).get(on).copied();
