@@ -1,7 +1,16 @@
 //! The oracle: an in-memory model of POSIX semantics (as Linux file systems have
 //! them), independent of the engine. Crash states are compared with its listings.
 
-use crate::workload::{fnv, pattern, Op};
+use crate::workload::{fnv, pattern, xattr_suffix, Op};
+
+/// The listing suffix of a node's attributes (as `workload::dump_fs` writes it).
+fn xattr_list(x: &BTreeMap<String, Vec<u8>>) -> String {
+    let v: Vec<String> = x
+        .iter()
+        .map(|(n, v)| format!("{n}:{:016x}", fnv(v)))
+        .collect();
+    xattr_suffix(&v)
+}
 use std::collections::{BTreeMap, HashMap};
 
 #[derive(Clone, Debug)]
@@ -10,10 +19,12 @@ enum Node {
         data: Vec<u8>,
         mode: u32,
         nlink: u32,
+        xattrs: BTreeMap<String, Vec<u8>>,
     },
     Dir {
         names: BTreeMap<String, u64>,
         mode: u32,
+        xattrs: BTreeMap<String, Vec<u8>>,
     },
     Symlink {
         target: String,
@@ -38,6 +49,7 @@ impl Default for Model {
             Node::Dir {
                 names: BTreeMap::new(),
                 mode: 0o755,
+                xattrs: BTreeMap::new(),
             },
         );
         Model { nodes, next: 1 }
@@ -146,12 +158,14 @@ impl Model {
                     Node::Dir {
                         names: BTreeMap::new(),
                         mode: 0o755,
+                        xattrs: BTreeMap::new(),
                     }
                 } else {
                     Node::File {
                         data: Vec::new(),
                         mode: 0o644,
                         nlink: 1,
+                        xattrs: BTreeMap::new(),
                     }
                 };
                 let id = self.add(node);
@@ -185,6 +199,31 @@ impl Model {
                 let end = ((off + len) as usize).min(data.len());
                 if (*off as usize) < end {
                     data[*off as usize..end].fill(0);
+                }
+            }
+            Op::SetXattr {
+                path,
+                name,
+                len,
+                seed,
+            } => {
+                let i = self.resolve(path)?;
+                match self.nodes.get_mut(&i) {
+                    Some(Node::File { xattrs, .. }) | Some(Node::Dir { xattrs, .. }) => {
+                        xattrs.insert(name.clone(), pattern(*len, *seed, 0));
+                    }
+                    // `user.` names only on files and directories (the workloads set
+                    // no other names on symlinks).
+                    _ => return Err(libc::EPERM),
+                }
+            }
+            Op::RemoveXattr(p, n) => {
+                let i = self.resolve(p)?;
+                match self.nodes.get_mut(&i) {
+                    Some(Node::File { xattrs, .. }) | Some(Node::Dir { xattrs, .. }) => {
+                        xattrs.remove(n).ok_or(libc::ENODATA)?;
+                    }
+                    _ => return Err(libc::ENODATA),
                 }
             }
             Op::Chmod(p, m) => {
@@ -304,12 +343,12 @@ impl Model {
     }
 
     fn walk(&self, d: u64, path: &str, out: &mut Vec<String>, first: &mut HashMap<u64, String>) {
-        let mode = match self.nodes.get(&d) {
-            Some(Node::Dir { mode, .. }) => *mode,
-            _ => 0,
+        let (mode, xa) = match self.nodes.get(&d) {
+            Some(Node::Dir { mode, xattrs, .. }) => (*mode, xattr_list(xattrs)),
+            _ => (0, String::new()),
         };
         out.push(format!(
-            "{path}/ dir nlink={} mode={:o}",
+            "{path}/ dir nlink={} mode={:o}{xa}",
             2 + self.subdirs(d),
             mode & 0o7777
         ));
@@ -332,11 +371,17 @@ impl Model {
                 Node::Symlink { target, nlink } => {
                     out.push(format!("{p} symlink -> {target} nlink={nlink}{alias}"))
                 }
-                Node::File { data, mode, nlink } => out.push(format!(
-                    "{p} file size={} nlink={nlink} mode={:o} data={:016x}{alias}",
+                Node::File {
+                    data,
+                    mode,
+                    nlink,
+                    xattrs,
+                } => out.push(format!(
+                    "{p} file size={} nlink={nlink} mode={:o} data={:016x}{alias}{}",
                     data.len(),
                     mode & 0o7777,
-                    fnv(data)
+                    fnv(data),
+                    xattr_list(xattrs)
                 )),
             }
         }

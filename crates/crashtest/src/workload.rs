@@ -73,6 +73,19 @@ pub enum Op {
     /// LAWN write-back of every zone slice (`Fs::lawn_writeback`): changes no file
     /// contents, so the oracle does nothing.
     WriteBack,
+    /// Set extended attribute `name` to `len` bytes of [`pattern`].
+    SetXattr {
+        /// The file or directory.
+        path: String,
+        /// The attribute's name.
+        name: String,
+        /// Bytes of the value.
+        len: usize,
+        /// Pattern seed.
+        seed: u8,
+    },
+    /// Remove extended attribute `name`.
+    RemoveXattr(String, String),
 }
 
 impl fmt::Display for Op {
@@ -105,6 +118,10 @@ impl fmt::Display for Op {
             Op::Chmod(p, m) => write!(f, "chmod({p}, {m:o})"),
             Op::Punch { path, off, len } => write!(f, "punch_hole({path}, off {off}, len {len})"),
             Op::WriteBack => write!(f, "lawn_writeback()"),
+            Op::SetXattr {
+                path, name, len, ..
+            } => write!(f, "setxattr({path}, {name}, len {len})"),
+            Op::RemoveXattr(p, n) => write!(f, "removexattr({p}, {n})"),
         }
     }
 }
@@ -241,7 +258,21 @@ pub fn seq1_ops() -> Vec<Op> {
             off: 1000,
             len: 3000,
         },
+        xattr("foo", "user.a", 100, 1),
+        xattr("A", "user.d", 10, 2),
+        // Over a thousand bytes: an entry of 17 units, which may span log pages.
+        xattr("foo", "security.big", 1000, 3),
+        xattr("A/sl-missing", "user.a", 1, 4),
     ]
+}
+
+fn xattr(path: &str, name: &str, len: usize, seed: u8) -> Op {
+    Op::SetXattr {
+        path: s(path),
+        name: s(name),
+        len,
+        seed,
+    }
 }
 
 fn w(path: &str, off: u64, len: usize, seed: u8) -> Op {
@@ -365,7 +396,18 @@ fn random_op(rng: &mut StdRng, small: bool) -> Op {
             seed: rng.random(),
         };
     }
-    match rng.random_range(0..14) {
+    // `user.` names only: the listing shows no attributes of symlinks, which refuse
+    // `user.` names (EPERM) on the engine and in the model alike.
+    let names = ["user.a", "user.b"];
+    let name = |rng: &mut StdRng| s(names[rng.random_range(0..names.len())]);
+    match rng.random_range(0..16) {
+        14 => Op::SetXattr {
+            path: p(rng),
+            name: name(rng),
+            len: rng.random_range(0..1200),
+            seed: rng.random(),
+        },
+        15 => Op::RemoveXattr(p(rng), name(rng)),
         0 => Op::Creat(p(rng)),
         1 => Op::Mkdir(p(rng)),
         2 | 3 => Op::Write {
@@ -537,6 +579,45 @@ pub fn apply_fs(fs: &Fs, op: &Op) -> Result<(), i32> {
             fs.lawn_writeback();
             Ok(())
         }
+        Op::SetXattr {
+            path,
+            name,
+            len,
+            seed,
+        } => {
+            let i = resolve(fs, path)?;
+            fs.setxattr(i, name.as_bytes(), &pattern(*len, *seed, 0), 0)
+                .map_err(err)
+        }
+        Op::RemoveXattr(p, n) => {
+            let i = resolve(fs, p)?;
+            fs.removexattr(i, n.as_bytes()).map_err(err)
+        }
+    }
+}
+
+/// ` xattrs=name:hash,...` of inode `ino` (empty without attributes), for listings.
+fn xattr_list(fs: &Fs, ino: Ino, path: &str) -> Result<String, String> {
+    let names = fs
+        .listxattr(ino)
+        .map_err(|e| format!("listxattr {path}: {e}"))?;
+    let mut v: Vec<String> = Vec::new();
+    for n in names.split(|&b| b == 0).filter(|n| !n.is_empty()) {
+        let val = fs
+            .getxattr(ino, n)
+            .map_err(|e| format!("getxattr {path}: {e}"))?;
+        v.push(format!("{}:{:016x}", String::from_utf8_lossy(n), fnv(&val)));
+    }
+    v.sort();
+    Ok(xattr_suffix(&v))
+}
+
+/// The listing suffix of sorted `name:hash` attribute strings.
+pub fn xattr_suffix(v: &[String]) -> String {
+    if v.is_empty() {
+        String::new()
+    } else {
+        format!(" xattrs={}", v.join(","))
     }
 }
 
@@ -560,9 +641,10 @@ fn walk(
         .getattr(dir)
         .map_err(|e| format!("getattr {path}/: {e}"))?;
     out.push(format!(
-        "{path}/ dir nlink={} mode={:o}",
+        "{path}/ dir nlink={} mode={:o}{}",
         a.nlink,
-        a.mode & 0o7777
+        a.mode & 0o7777,
+        xattr_list(fs, dir, path)?
     ));
     let mut ents = fs
         .readdir(dir, 0, usize::MAX)
@@ -609,11 +691,12 @@ fn walk(
                 return Err(format!("read {p}: {n} of {} bytes", b.len()));
             }
             format!(
-                "{p} file size={} nlink={} mode={:o} data={:016x}{alias}",
+                "{p} file size={} nlink={} mode={:o} data={:016x}{alias}{}",
                 a.size,
                 a.nlink,
                 a.mode & 0o7777,
-                fnv(&b)
+                fnv(&b),
+                xattr_list(fs, e.ino, &p)?
             )
         };
         out.push(line);
