@@ -9,6 +9,7 @@
 
 mod common;
 
+use mnemofs::format::XATTR_VALUE_MAX;
 use mnemofs::{FileKind, Fs, FsError, Ino, RenameFlags, SetAttr, ROOT_INO};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, HashMap};
@@ -29,8 +30,15 @@ enum Op {
     Truncate(usize, usize, u64),
     Chmod(usize, usize, u32),
     Punch(usize, usize, u64, u64),
+    /// Set attribute `XNAMES[k]` of a file to `len` bytes of a pattern (`len` 0 ..
+    /// over the largest value: the engine must refuse it with ENOSPC).
+    SetXattr(usize, usize, usize, usize, u8),
+    RemoveXattr(usize, usize, usize),
     Remount(bool),
 }
+
+/// Attribute names the model's operations use.
+const XNAMES: [&[u8]; 3] = [b"user.a", b"trusted.b", b"security.c"];
 
 fn op() -> impl Strategy<Value = Op> {
     let d = 0usize..8;
@@ -53,6 +61,9 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (d.clone(), n.clone(), 0u64..20000).prop_map(|(a, b, s)| Op::Truncate(a, b, s)),
         1 => (d.clone(), n.clone(), 0u32..0o7777).prop_map(|(a, b, m)| Op::Chmod(a, b, m)),
         1 => (d.clone(), n.clone(), 0u64..20000, 1u64..10000).prop_map(|(a, b, o, l)| Op::Punch(a, b, o, l)),
+        2 => (d.clone(), n.clone(), 0usize..3, 0usize..4000, any::<u8>())
+            .prop_map(|(a, b, k, l, s)| Op::SetXattr(a, b, k, l, s)),
+        1 => (d.clone(), n.clone(), 0usize..3).prop_map(|(a, b, k)| Op::RemoveXattr(a, b, k)),
         1 => any::<bool>().prop_map(Op::Remount),
     ]
 }
@@ -63,6 +74,7 @@ enum Node {
         data: Vec<u8>,
         mode: u32,
         nlink: u32,
+        xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
     },
     Dir {
         names: BTreeMap<Vec<u8>, Ino>,
@@ -212,6 +224,7 @@ fn step(fs: &Fs, m: &mut Model, op: &Op) {
                         data: Vec::new(),
                         mode: 0o644,
                         nlink: 1,
+                        xattrs: BTreeMap::new(),
                     }
                 };
                 m.nodes.insert(a.ino, node);
@@ -392,6 +405,35 @@ fn step(fs: &Fs, m: &mut Model, op: &Op) {
                 _ => assert!(r.is_err()),
             }
         }
+        Op::SetXattr(d, n, k, len, seed) => {
+            let Some((_, f)) = file_of(m, d, n) else {
+                return;
+            };
+            let value: Vec<u8> = (0..len)
+                .map(|i| (i as u8).wrapping_mul(seed) ^ seed)
+                .collect();
+            let r = fs.setxattr(f, XNAMES[k], &value, 0);
+            match m.nodes.get_mut(&f) {
+                Some(Node::File { xattrs, .. }) if len <= XATTR_VALUE_MAX => {
+                    r.unwrap();
+                    xattrs.insert(XNAMES[k].to_vec(), value);
+                }
+                Some(Node::File { .. }) => assert_eq!(errno_of(&r), libc::ENOSPC),
+                _ => {}
+            }
+        }
+        Op::RemoveXattr(d, n, k) => {
+            let Some((_, f)) = file_of(m, d, n) else {
+                return;
+            };
+            let r = fs.removexattr(f, XNAMES[k]);
+            if let Some(Node::File { xattrs, .. }) = m.nodes.get_mut(&f) {
+                match xattrs.remove(XNAMES[k]) {
+                    Some(_) => r.unwrap(),
+                    None => assert_eq!(errno_of(&r), libc::ENODATA),
+                }
+            }
+        }
         Op::Chmod(d, n, mode) => {
             let Some((_, f)) = file_of(m, d, n) else {
                 return;
@@ -479,7 +521,24 @@ fn compare_dir(fs: &Fs, m: &Model, dir: Ino, seen: &mut HashMap<Ino, Ino>) {
         }
         match &m.nodes[&ino] {
             Node::Dir { .. } => compare_dir(fs, m, ino, seen),
-            Node::File { data, mode, nlink } => {
+            Node::File {
+                data,
+                mode,
+                nlink,
+                xattrs,
+            } => {
+                let list = fs.listxattr(ino).unwrap();
+                let mut names: Vec<&[u8]> =
+                    list.split(|&b| b == 0).filter(|n| !n.is_empty()).collect();
+                names.sort();
+                assert_eq!(
+                    names,
+                    xattrs.keys().map(|k| k.as_slice()).collect::<Vec<_>>(),
+                    "attributes of {ino}"
+                );
+                for (k, v) in xattrs {
+                    assert_eq!(&fs.getxattr(ino, k).unwrap(), v, "attribute of {ino}");
+                }
                 assert_eq!(a.size, data.len() as u64, "size of {ino}");
                 assert_eq!(a.mode & 0o7777, *mode);
                 assert_eq!(a.nlink, *nlink, "nlink of {ino}");
