@@ -37,6 +37,7 @@ fn lock_briefly(inode: &Inode) -> parking_lot::MutexGuard<'_, InodeState> {
 /// fallocate flags (linux/falloc.h).
 const FALLOC_FL_KEEP_SIZE: i32 = 0x01;
 const FALLOC_FL_PUNCH_HOLE: i32 = 0x02;
+const FALLOC_FL_ZERO_RANGE: i32 = 0x10;
 
 /// Data operations need a live regular file: ENOENT for a freed inode, EISDIR for a
 /// directory, `special` for anything else.
@@ -358,7 +359,10 @@ impl DataPlane {
     }
 
     /// `mode`: 0 or `FALLOC_FL_KEEP_SIZE` (allocate zeroed pages for holes),
-    /// `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE` (deallocate).
+    /// `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE` (deallocate),
+    /// `FALLOC_FL_ZERO_RANGE` [`| FALLOC_FL_KEEP_SIZE`] (the range reads zeros and is
+    /// allocated: fresh zeroed pages for whole pages and holes, the partial pages at
+    /// its ends copied with their part zeroed; one commit).
     pub fn fallocate(
         &self,
         table: &InodeTable,
@@ -370,10 +374,14 @@ impl DataPlane {
         if len == 0 {
             return Err(FsError::Invalid("fallocate of zero bytes"));
         }
-        if mode & !(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE) != 0 {
+        if mode & !(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE) != 0 {
             return Err(FsError::Unsupported("fallocate mode"));
         }
         let punch = mode & FALLOC_FL_PUNCH_HOLE != 0;
+        let zero = mode & FALLOC_FL_ZERO_RANGE != 0;
+        if punch && zero {
+            return Err(FsError::Unsupported("PUNCH_HOLE with ZERO_RANGE"));
+        }
         if punch && mode & FALLOC_FL_KEEP_SIZE == 0 {
             return Err(FsError::Invalid("PUNCH_HOLE needs KEEP_SIZE"));
         }
@@ -392,6 +400,8 @@ impl DataPlane {
         let mut fresh: Vec<u64> = Vec::new();
         let result = if punch {
             self.plan_punch(&st, offset, end, &mut entries, &mut fresh)
+        } else if zero {
+            self.plan_zero(&st, offset, end, now, &mut entries, &mut fresh)
         } else {
             self.plan_alloc(&st, offset, end, &mut entries, &mut fresh)
         };
@@ -455,6 +465,57 @@ impl DataPlane {
     }
 
     /// Zeroes partial pages and unmaps whole pages of `[offset, end)`.
+    fn plan_zero(
+        &self,
+        st: &InodeState,
+        offset: u64,
+        end: u64,
+        now: Timespec,
+        entries: &mut Vec<Entry>,
+        fresh: &mut Vec<u64>,
+    ) -> Result<()> {
+        let first = page_of(offset);
+        let last = page_of(end - 1);
+        // Whole pages and holes: fresh zeroed blocks; a mapped page the range covers
+        // in part: a copy with that part zeroed.
+        let mut new_pages = Vec::new();
+        for pg in first..=last {
+            let pstart = page_start(pg);
+            let lo = offset.max(pstart) - pstart;
+            let hi = end.min(pstart + BLOCK) - pstart;
+            if (lo > 0 || hi < BLOCK) && st.pages.contains_key(&pg) {
+                let b = self.cow_page(st, pg, |p| p[lo as usize..hi as usize].fill(0))?;
+                fresh.push(b);
+                entries.push(Entry::Write {
+                    pgoff: pg,
+                    block: b,
+                    npages: 1,
+                    size_after: st.size,
+                    mtime: now,
+                });
+            } else {
+                new_pages.push(pg);
+            }
+        }
+        if !new_pages.is_empty() {
+            let runs = self.store.space.alloc(new_pages.len() as u64, false)?;
+            let blocks: Vec<u64> = runs.iter().flat_map(|&(s, l)| s..s + l).collect();
+            fresh.extend_from_slice(&blocks);
+            let zero = vec![0u8; BLOCK as usize];
+            for &b in &blocks {
+                self.store.vol.write_nt(BlockNo(b).off(), &zero);
+            }
+            let before = entries.len();
+            push_runs(st, &new_pages, Some(&blocks), entries);
+            for e in &mut entries[before..] {
+                if let Entry::Write { mtime, .. } = e {
+                    *mtime = now;
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn plan_punch(
         &self,
         st: &InodeState,
