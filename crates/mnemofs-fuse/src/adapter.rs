@@ -234,9 +234,12 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         // concurrently, and `O_APPEND` pieces (each appended where the engine finds
         // the end of file) could then land out of order. Without it the pieces of
         // one write arrive in order, under the kernel's exclusive inode lock.
+        // FUSE_EXPORT_SUPPORT: file handles (name_to_handle_at, NFS export) name the
+        // inode number, which stays the file's until it is deleted.
         let mut wanted = InitFlags::FUSE_BIG_WRITES
             | InitFlags::FUSE_MAX_PAGES
-            | InitFlags::FUSE_PARALLEL_DIROPS;
+            | InitFlags::FUSE_PARALLEL_DIROPS
+            | InitFlags::FUSE_EXPORT_SUPPORT;
         if self.opts.direct_io {
             // Shared mmap of files opened with FOPEN_DIRECT_IO (Linux 6.6+).
             wanted |= InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP;
@@ -246,6 +249,16 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        if name.as_bytes() == b"." {
+            // The kernel's export path (open_by_handle_at after it dropped the
+            // inode) looks up "." in an inode of any kind: the inode itself, or
+            // ESTALE once its number no longer names a live inode.
+            let r = self.fs.getattr(parent.0).map_err(|e| match e {
+                mnemofs::FsError::NotFound => mnemofs::FsError::Stale(parent.0),
+                e => e,
+            });
+            return self.reply_entry(reply, r);
+        }
         self.reply_entry(reply, self.fs.lookup(parent.0, name.as_bytes()));
     }
 
