@@ -190,24 +190,42 @@ fn masked(mode: u32, umask: u32) -> u32 {
     mode & 0o7777 & !umask
 }
 
-/// The permission bits `mode` keeps after a write by a process without CAP_FSETID:
-/// no set-user-ID, and no set-group-ID when group-exec is set (without group-exec
-/// the bit marks mandatory locking, not privilege).
-pub fn setid_killed(mode: u32) -> u32 {
+/// The permission bits `mode` keeps after a write by a process without CAP_FSETID
+/// (Linux's `setattr_should_drop_sgid`): no set-user-ID; no set-group-ID when
+/// group-exec is set, or when the writer is not in the file's group (`in_group`).
+pub fn setid_killed(mode: u32, in_group: bool) -> u32 {
     let mut m = mode & 0o7777;
     m &= !libc::S_ISUID;
-    if m & libc::S_IXGRP != 0 {
+    if m & libc::S_IXGRP != 0 || !in_group {
         m &= !libc::S_ISGID;
     }
     m
 }
 
+/// Whether the process of `req` is in group `gid`: its fsgid, or one of its
+/// supplementary groups (from /proc; the fsgid alone when that is gone).
+fn in_group(req: &Request, gid: u32) -> bool {
+    if req.gid() == gid {
+        return true;
+    }
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", req.pid())) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Groups:"))
+        .is_some_and(|g| g.split_whitespace().any(|x| x.parse() == Ok(gid)))
+}
+
 impl<E: FileSystem + 'static> MnemoFuse<E> {
     /// Clears the set-id bits a write by an unprivileged process removes, when the
     /// file has them (one setattr commit; nothing otherwise).
-    fn kill_setid(&self, ino: u64) -> mnemofs::Result<()> {
+    fn kill_setid(&self, req: &Request, ino: u64) -> mnemofs::Result<()> {
         let a = self.fs.getattr(ino)?;
-        let keep = setid_killed(a.mode);
+        if a.mode & (libc::S_ISUID | libc::S_ISGID) == 0 {
+            return Ok(());
+        }
+        let keep = setid_killed(a.mode, in_group(req, a.gid));
         if keep != a.mode & 0o7777 {
             self.fs.setattr(
                 ino,
@@ -439,7 +457,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -454,7 +472,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         // set-user-ID, and set-group-ID when group-exec is set, as Linux file
         // systems do, before its data lands.
         if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
-            if let Err(e) = self.kill_setid(ino.0) {
+            if let Err(e) = self.kill_setid(req, ino.0) {
                 return reply.error(errno(&e));
             }
         }
@@ -700,11 +718,12 @@ mod tests {
 
     #[test]
     fn setid_bits_a_write_clears() {
-        assert_eq!(setid_killed(0o106755), 0o755);
-        assert_eq!(setid_killed(0o6755), 0o755);
-        // Set-group-ID without group-exec stays (mandatory-locking marker).
-        assert_eq!(setid_killed(0o6745), 0o2745);
-        assert_eq!(setid_killed(0o1777), 0o1777);
+        assert_eq!(setid_killed(0o106755, true), 0o755);
+        assert_eq!(setid_killed(0o6755, true), 0o755);
+        // Set-group-ID without group-exec stays for a writer in the group.
+        assert_eq!(setid_killed(0o6745, true), 0o2745);
+        assert_eq!(setid_killed(0o6745, false), 0o745);
+        assert_eq!(setid_killed(0o1777, false), 0o1777);
     }
 
     #[test]
