@@ -185,6 +185,14 @@ fn mixed(fs: &Fs, pins: &Pins, cpus: u32) -> Result<(), String> {
         fs.fallocate(holes, (2 * i + 1) * 4096, 4096, 0x02 | 0x01)
             .map_err(e2s)?;
     }
+    // Extended attributes: small and large values, a replaced and a removed one.
+    fs.setxattr(f1, b"user.color", b"blue", 0).map_err(e2s)?;
+    fs.setxattr(f1, b"security.big", &[7u8; 600], 0)
+        .map_err(e2s)?;
+    fs.setxattr(b, b"trusted.t", b"dir value", 0).map_err(e2s)?;
+    fs.setxattr(f1, b"user.color", b"green", 0).map_err(e2s)?;
+    fs.setxattr(f1, b"user.gone", b"x", 0).map_err(e2s)?;
+    fs.removexattr(f1, b"user.gone").map_err(e2s)?;
     // Truncate down and up; punch the middle of f1.
     let t = o.create(a, b"trunc")?;
     o.write(t, 0, 9000, 6)?;
@@ -425,6 +433,7 @@ fn canonicalize(img: &mut [u8]) {
             ],
             format::ET_LINK => &[(format::LINK_CTIME_SEC_OFF, format::LINK_CTIME_NSEC_OFF)],
             format::ET_DENTRY => &[(format::DENTRY_TIME_SEC_OFF, format::DENTRY_TIME_NSEC_OFF)],
+            format::ET_XATTR => &[(format::XATTR_CTIME_SEC_OFF, format::XATTR_CTIME_NSEC_OFF)],
             _ => &[],
         };
         if times.iter().any(|&(s, _)| s + 8 > len) {

@@ -446,6 +446,7 @@ fn entry_name(t: u8) -> &'static str {
         format::ET_SETATTR => "SetAttr",
         format::ET_LINK => "Link",
         format::ET_DENTRY => "Dentry",
+        format::ET_XATTR => "Xattr",
         _ => "?",
     }
 }
@@ -488,6 +489,16 @@ fn entry_field(img: &mut [u8], m: &Map, rng: &mut StdRng) -> Option<String> {
             ("d_type", format::DENTRY_DTYPE_OFF, W::B1),
             ("name", format::DENTRY_NAME_OFF, W::B1),
             ("name", format::DENTRY_NAME_OFF, W::B1),
+        ],
+        format::ET_XATTR => &[
+            ("xattr name_len", format::XATTR_NAME_LEN_OFF, W::B1),
+            ("xattr op", format::XATTR_OP_OFF, W::B1),
+            ("xattr value_len", format::XATTR_VALUE_LEN_OFF, W::B2),
+            ("xattr value_len", format::XATTR_VALUE_LEN_OFF, W::B2),
+            ("xattr ctime.sec", format::XATTR_CTIME_SEC_OFF, W::B8),
+            ("xattr ctime.nsec", format::XATTR_CTIME_NSEC_OFF, W::B4),
+            ("xattr name byte", format::XATTR_NAME_OFF, W::B1),
+            ("xattr name byte", format::XATTR_NAME_OFF + 5, W::B1),
         ],
         _ => &[],
     };
