@@ -161,6 +161,16 @@ fn put(b: &mut [u8], off: usize, w: W, v: u64) {
     }
 }
 
+/// `new`, or `old` with its lowest bit flipped when the pick happened to be `old`
+/// (an edit that writes the same value would be no mutation at all).
+fn differ(new: u64, old: u64) -> u64 {
+    if new == old {
+        old ^ 1
+    } else {
+        new
+    }
+}
+
 fn value(rng: &mut StdRng, m: &Map, w: W, old: u64) -> u64 {
     match w {
         W::B1 => special8(rng, old as u8) as u64,
@@ -234,7 +244,7 @@ fn random_word(img: &mut [u8], m: &Map, rng: &mut StdRng) -> String {
     let off = (r.start + rng.random_range(0..r.len.max(8))) & !7;
     let off = off.min(img.len() as u64 - 8) as usize;
     let old = format::get_u64(img, off);
-    let new = special(rng, m, old);
+    let new = differ(special(rng, m, old), old);
     format::put_u64(img, off, new);
     format!("word at {off:#x} in {}: {old:#x} -> {new:#x}", r.what)
 }
@@ -331,6 +341,7 @@ fn state_word(img: &mut [u8], rng: &mut StdRng) -> String {
         1 => format::STATE_DIRTY,
         _ => rng.random(),
     };
+    let new = differ(new, old);
     format::put_u64(img, off, new);
     format!("state word: {old:#x} -> {new:#x}")
 }
@@ -364,6 +375,7 @@ fn inode_words(img: &mut [u8], m: &Map, rng: &mut StdRng) -> Option<String> {
         },
         _ => special(rng, m, old),
     };
+    let new = differ(new, old);
     format::put_u64(img, s + fo, new);
     Some(format!("inode slot {ino} {field}: {old:#x} -> {new:#x}"))
 }
@@ -433,6 +445,7 @@ fn page_header(img: &mut [u8], m: &Map, rng: &mut StdRng) -> Option<String> {
         ("owner", 0) => rng.random_range(1..=m.geo.inode_count),
         _ => special(rng, m, old),
     };
+    let new = differ(new, old);
     format::put_u64(img, o, new);
     Some(format!(
         "log page {p} (#{i} of inode {}) {field}: {old:#x} -> {new:#x}",
@@ -550,6 +563,7 @@ fn entry_field(img: &mut [u8], m: &Map, rng: &mut StdRng) -> Option<String> {
         ("type", _) => rng.random_range(0..6),
         _ => value(rng, m, w, old),
     };
+    let new = differ(new, old);
     put(b, fo, w, new);
     reseal(b);
     Some(format!("{what} {f}: {old:#x} -> {new:#x} (crc recomputed)"))
