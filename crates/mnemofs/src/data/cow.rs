@@ -453,18 +453,28 @@ impl DataPlane {
         if holes.is_empty() {
             return Ok(());
         }
-        let runs = self.store.space.alloc(holes.len() as u64, false)?;
+        let blocks = self.alloc_zeroed(holes.len() as u64, fresh)?;
+        push_runs(st, &holes, Some(&blocks), entries);
+        Ok(())
+    }
+
+    /// `n` fresh blocks, zeroed with non-temporal stores (the log commit's fence
+    /// makes them durable before the tail that makes their entries count),
+    /// recorded in `fresh`.
+    fn alloc_zeroed(&self, n: u64, fresh: &mut Vec<u64>) -> Result<Vec<u64>> {
+        let runs = self.store.space.alloc(n, false)?;
         let blocks: Vec<u64> = runs.iter().flat_map(|&(s, l)| s..s + l).collect();
         fresh.extend_from_slice(&blocks);
         let zero = vec![0u8; BLOCK as usize];
         for &b in &blocks {
             self.store.vol.write_nt(BlockNo(b).off(), &zero);
         }
-        push_runs(st, &holes, Some(&blocks), entries);
-        Ok(())
+        Ok(blocks)
     }
 
-    /// Zeroes partial pages and unmaps whole pages of `[offset, end)`.
+    /// FALLOC_FL_ZERO_RANGE over `[offset, end)`: fresh zeroed blocks for whole pages
+    /// and holes, copies with the covered part zeroed for partially covered pages;
+    /// every entry carries `now` as mtime.
     fn plan_zero(
         &self,
         st: &InodeState,
@@ -498,13 +508,7 @@ impl DataPlane {
             }
         }
         if !new_pages.is_empty() {
-            let runs = self.store.space.alloc(new_pages.len() as u64, false)?;
-            let blocks: Vec<u64> = runs.iter().flat_map(|&(s, l)| s..s + l).collect();
-            fresh.extend_from_slice(&blocks);
-            let zero = vec![0u8; BLOCK as usize];
-            for &b in &blocks {
-                self.store.vol.write_nt(BlockNo(b).off(), &zero);
-            }
+            let blocks = self.alloc_zeroed(new_pages.len() as u64, fresh)?;
             let before = entries.len();
             push_runs(st, &new_pages, Some(&blocks), entries);
             for e in &mut entries[before..] {
@@ -516,6 +520,7 @@ impl DataPlane {
         Ok(())
     }
 
+    /// Zeroes partial pages and unmaps whole pages of `[offset, end)`.
     fn plan_punch(
         &self,
         st: &InodeState,
