@@ -8,7 +8,8 @@ use fuser::{
     ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
     WriteFlags,
 };
-use mnemofs::{Attr, FileSystem, Fs, SetAttr, ROOT_INO};
+use mnemofs::acl::{ACL_ACCESS, XATTR_ACL_KILL_SGID};
+use mnemofs::{Attr, FileSystem, Fs, NewNode, SetAttr, ROOT_INO};
 use std::cell::RefCell;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -184,10 +185,32 @@ fn reply_xattr_value(reply: ReplyXattr, size: u32, value: &[u8]) {
     }
 }
 
-/// Permission bits of a new node: `mode` less the umask (when the kernel did not
-/// apply it already, it is applied here; applying it twice changes nothing).
-fn masked(mode: u32, umask: u32) -> u32 {
-    mode & 0o7777 & !umask
+/// A node the process of `req` creates. The kernel sends the mode unmasked and
+/// the umask beside it (`FUSE_DONT_MASK`): the engine applies the umask unless the
+/// parent has a default ACL, which replaces it (POSIX). A kernel without
+/// `FUSE_DONT_MASK` has applied the umask already; applying it again changes nothing.
+fn new_node(req: &Request, mode: u32, umask: u32, rdev: u32) -> NewNode {
+    NewNode {
+        mode,
+        umask,
+        rdev,
+        uid: req.uid(),
+        gid: req.gid(),
+    }
+}
+
+/// Whether the process of `req` has CAP_FSETID in its effective set (from /proc;
+/// not when that is gone).
+fn has_fsetid(req: &Request) -> bool {
+    const CAP_FSETID: u32 = 4;
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", req.pid())) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .is_some_and(|caps| caps & (1 << CAP_FSETID) != 0)
 }
 
 /// The permission bits `mode` keeps after a write by a process without CAP_FSETID
@@ -254,10 +277,17 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         // one write arrive in order, under the kernel's exclusive inode lock.
         // FUSE_EXPORT_SUPPORT: file handles (name_to_handle_at, NFS export) name the
         // inode number, which stays the file's until it is deleted.
+        // FUSE_POSIX_ACL: the kernel enforces POSIX ACLs (it implies
+        // default_permissions) and reads them through getxattr; the engine keeps
+        // the mode and the access ACL in step and gives new nodes their parent's
+        // default ACL. FUSE_DONT_MASK: the umask comes to the engine unapplied, as
+        // a default ACL replaces it.
         let mut wanted = InitFlags::FUSE_BIG_WRITES
             | InitFlags::FUSE_MAX_PAGES
             | InitFlags::FUSE_PARALLEL_DIROPS
-            | InitFlags::FUSE_EXPORT_SUPPORT;
+            | InitFlags::FUSE_EXPORT_SUPPORT
+            | InitFlags::FUSE_POSIX_ACL
+            | InitFlags::FUSE_DONT_MASK;
         if self.opts.direct_io {
             // Shared mmap of files opened with FOPEN_DIRECT_IO (Linux 6.6+).
             wanted |= InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP;
@@ -337,10 +367,8 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let mode = (mode & libc::S_IFMT) | masked(mode, umask);
-        let res = self
-            .fs
-            .mknod(parent.0, name.as_bytes(), mode, rdev, req.uid(), req.gid());
+        let node = new_node(req, mode, umask, rdev);
+        let res = self.fs.create_node(parent.0, name.as_bytes(), &node);
         self.reply_entry(reply, res);
     }
 
@@ -353,13 +381,8 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        let res = self.fs.mkdir(
-            parent.0,
-            name.as_bytes(),
-            masked(mode, umask),
-            req.uid(),
-            req.gid(),
-        );
+        let node = new_node(req, libc::S_IFDIR | (mode & 0o7777), umask, 0);
+        let res = self.fs.create_node(parent.0, name.as_bytes(), &node);
         self.reply_entry(reply, res);
     }
 
@@ -611,7 +634,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
 
     fn setxattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         name: &OsStr,
         value: &[u8],
@@ -625,6 +648,21 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         }
         if ino.0 == ROOT_INO && name.as_bytes() == STATS_XATTR.as_bytes() {
             return reply.error(Errno::EPERM);
+        }
+        let mut flags = flags;
+        if name.as_bytes() == ACL_ACCESS {
+            // Setting an access ACL clears set-group-ID when the caller is neither
+            // in the file's group nor has CAP_FSETID (Linux's posix_acl_update_mode;
+            // the kernel leaves it to a FUSE_POSIX_ACL server).
+            match self.fs.getattr(ino.0) {
+                Ok(a) if a.mode & libc::S_ISGID != 0 => {
+                    if !in_group(req, a.gid) && !has_fsetid(req) {
+                        flags |= XATTR_ACL_KILL_SGID;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => return reply.error(errno(&e)),
+            }
         }
         reply_empty(
             reply,
@@ -673,13 +711,8 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        let attr = match self.fs.create(
-            parent.0,
-            name.as_bytes(),
-            masked(mode, umask),
-            req.uid(),
-            req.gid(),
-        ) {
+        let node = new_node(req, libc::S_IFREG | (mode & 0o7777), umask, 0);
+        let attr = match self.fs.create_node(parent.0, name.as_bytes(), &node) {
             Ok(attr) => attr,
             Err(e) => return reply.error(errno(&e)),
         };
@@ -724,12 +757,5 @@ mod tests {
         assert_eq!(setid_killed(0o6745, true), 0o2745);
         assert_eq!(setid_killed(0o6745, false), 0o745);
         assert_eq!(setid_killed(0o1777, false), 0o1777);
-    }
-
-    #[test]
-    fn umask_applied() {
-        assert_eq!(masked(0o100666, 0o022), 0o644);
-        assert_eq!(masked(0o1777, 0o002), 0o1775);
-        assert_eq!(masked(0o644, 0), 0o644);
     }
 }

@@ -74,7 +74,7 @@ fn a_second_implementation_is_served_through_the_adapter() {
     let get = |m: &str| n.get(m).copied().unwrap_or(0);
     // Exactly one of each namespace change the test made, and the one unmount that
     // mount_and_serve does after the session ends.
-    assert_eq!(get("create"), 1, "{n:?}");
+    assert_eq!(get("create_node"), 1, "{n:?}");
     assert_eq!(get("unlink"), 1, "{n:?}");
     assert_eq!(get("unmount"), 1, "{n:?}");
     // The kernel decides how often it asks; each of these it must ask at least once.

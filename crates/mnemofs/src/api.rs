@@ -12,7 +12,7 @@
 //! methods) only delegates to them; all logic stays in the engine.
 
 use crate::error::Result;
-use crate::types::{Attr, DirEntry, Ino, RenameFlags, SetAttr, StatFs};
+use crate::types::{Attr, DirEntry, Ino, NewNode, RenameFlags, SetAttr, StatFs};
 
 /// A mounted file system as its frontends see it.
 ///
@@ -97,6 +97,12 @@ pub trait FileSystem: Send + Sync {
     /// name is taken.
     fn mkdir(&self, parent: Ino, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr>;
 
+    /// Creates a regular file, directory or special node (`node.mode` has the
+    /// `S_IFMT` bits) with the umask applied, or, when `parent` has a POSIX default
+    /// ACL, with the ACL and mode it gives instead (an access ACL, and for a
+    /// directory the default ACL too, in the same durable change).
+    fn create_node(&self, parent: Ino, name: &[u8], node: &NewNode) -> Result<Attr>;
+
     /// Creates a symbolic link `name` in `parent` pointing at `target` (non-empty).
     fn symlink(&self, parent: Ino, name: &[u8], target: &[u8], uid: u32, gid: u32) -> Result<Attr>;
 
@@ -114,10 +120,15 @@ pub trait FileSystem: Send + Sync {
     /// Sets extended attribute `name` of `ino` (`flags`: `XATTR_CREATE` → `Exists`
     /// if present, `XATTR_REPLACE` → `NoData` if absent); `NoSpace` past the per-value
     /// or per-inode limit; `NotPermitted` for `user.` on other than files and
-    /// directories. Durable on return; ctime changes.
+    /// directories. Durable on return; ctime changes. The POSIX ACL names take a
+    /// valid ACL (`Invalid` otherwise): an access ACL sets the permission bits of
+    /// the mode with it ([`crate::acl::XATTR_ACL_KILL_SGID`] in `flags` also clears
+    /// set-group-ID); a default ACL is for directories (`AccessDenied` elsewhere);
+    /// an ACL of no entries removes one.
     fn setxattr(&self, ino: Ino, name: &[u8], value: &[u8], flags: i32) -> Result<()>;
 
-    /// Removes extended attribute `name` of `ino`; `NoData` when it has none.
+    /// Removes extended attribute `name` of `ino`; `NoData` when it has none (an
+    /// absent POSIX ACL: success, as on Linux).
     fn removexattr(&self, ino: Ino, name: &[u8]) -> Result<()>;
 
     /// Removes the non-directory `name` from `parent`. The file's data lives on

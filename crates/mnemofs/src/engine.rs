@@ -166,6 +166,11 @@ impl Fs {
         self.ns().mkdir(parent, name, mode, uid, gid)
     }
 
+    /// Creates a node as `node` describes (umask, or the parent's default ACL).
+    pub fn create_node(&self, parent: Ino, name: &[u8], node: &NewNode) -> Result<Attr> {
+        self.ns().create_node(parent, name, node)
+    }
+
     /// Creates a symbolic link `name` in `parent` pointing at `target`.
     pub fn symlink(
         &self,
@@ -489,6 +494,11 @@ impl FileSystem for Fs {
     #[inline]
     fn mkdir(&self, parent: Ino, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
         Fs::mkdir(self, parent, name, mode, uid, gid)
+    }
+
+    #[inline]
+    fn create_node(&self, parent: Ino, name: &[u8], node: &NewNode) -> Result<Attr> {
+        Fs::create_node(self, parent, name, node)
     }
 
     #[inline]

@@ -39,6 +39,9 @@ pub enum FsError {
     /// The operation is not permitted on this inode (EPERM).
     #[error("operation not permitted")]
     NotPermitted,
+    /// Permission denied (EACCES).
+    #[error("permission denied")]
+    AccessDenied,
     /// The operation or mode is not supported, with which (EOPNOTSUPP).
     #[error("operation not supported: {0}")]
     Unsupported(&'static str),
@@ -96,6 +99,7 @@ impl self::FsError {
             FsError::NotEmpty => libc::ENOTEMPTY,
             FsError::NameTooLong => libc::ENAMETOOLONG,
             FsError::Invalid(_) => libc::EINVAL,
+            FsError::AccessDenied => libc::EACCES,
             FsError::NoSpace => libc::ENOSPC,
             FsError::TooManyLinks => libc::EMLINK,
             FsError::TooBig => libc::EFBIG,

@@ -5,6 +5,7 @@
 //! exactly the state a mount would produce — an image left by a crash is checked as
 //! it will be after recovery — and the original is never written.
 
+use crate::acl;
 use crate::error::{FsError, Result};
 use crate::recovery::{self, Mode};
 use crate::types::FileKind;
@@ -73,6 +74,29 @@ pub fn fsck_private(pm: &mut Pm) -> Result<FsckReport> {
         clean_unmount: loaded.clean,
         ..Default::default()
     };
+    let mut inos: Vec<_> = loaded.states.keys().copied().collect();
+    inos.sort_unstable();
+    for ino in inos {
+        let Some(s) = loaded.states.get(&ino) else {
+            continue;
+        };
+        // The engine leaves an ACL it cannot decode alone (no inheritance, no
+        // chmod rewrite) and the kernel refuses it: name it here.
+        for (name, (value, _)) in &s.xattrs {
+            if !acl::is_acl_name(name) {
+                continue;
+            }
+            let shown = name.escape_ascii();
+            if acl::Acl::decode(value).is_err() {
+                r.problems
+                    .push(format!("inode {ino}: {shown} is not a valid POSIX ACL"));
+            } else if name == acl::ACL_DEFAULT && s.kind != FileKind::Directory {
+                r.problems.push(format!(
+                    "inode {ino}: {shown} on a file that is not a directory"
+                ));
+            }
+        }
+    }
     for s in loaded.states.values() {
         match s.kind {
             FileKind::Directory => r.directories += 1,

@@ -15,6 +15,7 @@
 //!
 //! All PM access goes through the `pm` crate.
 
+pub mod acl;
 pub mod addr;
 pub mod api;
 #[doc(hidden)]

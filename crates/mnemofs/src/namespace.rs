@@ -6,6 +6,7 @@
 //! ascending inode order; an operation that must look a name up first looks, unlocks,
 //! locks everything in order and checks that the name still means the same inode.
 
+use crate::acl::{is_acl_name, Acl, ACL_ACCESS, ACL_DEFAULT, XATTR_ACL_KILL_SGID};
 use crate::addr::{BlockNo, PmOff};
 use crate::bugs::{self, Bug};
 use crate::data::{DataPlane, MAX_FILE_SIZE};
@@ -54,6 +55,16 @@ fn check_xattr_name(name: &[u8]) -> Result<()> {
         return Err(FsError::Unsupported("extended attribute namespace"));
     }
     Ok(())
+}
+
+/// An Xattr entry that sets `name` to `value`.
+fn xattr_set(name: &[u8], value: Vec<u8>, ctime: Timespec) -> Entry {
+    Entry::Xattr {
+        op: XATTR_SET,
+        name: name.to_vec(),
+        value,
+        ctime,
+    }
 }
 
 fn dir_slot(s: &InodeState, name: &[u8]) -> Result<Option<DirSlot>> {
@@ -202,6 +213,15 @@ impl Namespace<'_> {
             }
             *ctime = req.ctime.unwrap_or(now);
         }
+        // A chmod rewrites the access ACL's owner, mask (or group) and other
+        // entries in the same commit (Linux's posix_acl_chmod).
+        if let (Some(m), Some((v, _))) = (req.mode, st.xattrs.get(ACL_ACCESS)) {
+            // One that does not decode (a damaged image; fsck names it) is left.
+            if let Ok(Some(mut acl)) = Acl::decode(v) {
+                acl.chmod(m);
+                entries.push(xattr_set(ACL_ACCESS, acl.encode(), now));
+            }
+        }
         entries.push(snap);
         if let Err(e) = self.data.commit(&mut [(&mut *st, entries)], &[]) {
             if let Some(b) = cow_block {
@@ -261,16 +281,47 @@ impl Namespace<'_> {
             }
             _ => {}
         }
-        self.make_node(parent, name, kind, mode, rdev, uid, gid, None)
+        self.make_node(parent, name, kind, mode, 0, rdev, uid, gid, None)
+    }
+
+    /// Creates a regular file, directory or special node as `n` describes: the
+    /// umask applies unless `parent` has a default ACL, which then gives the node
+    /// its access ACL (and a directory its default ACL) in the same commit.
+    pub fn create_node(&self, parent: Ino, name: &[u8], n: &NewNode) -> Result<Attr> {
+        let kind = FileKind::from_mode(n.mode).ok_or(FsError::Invalid("file type"))?;
+        if kind == FileKind::Symlink {
+            return Err(FsError::Invalid("create_node of a symlink"));
+        }
+        self.make_node(
+            parent,
+            name,
+            kind,
+            n.mode,
+            n.umask & 0o777,
+            n.rdev,
+            n.uid,
+            n.gid,
+            None,
+        )
     }
 
     /// Creates a regular file; `mode` holds the permission bits.
     pub fn create(&self, parent: Ino, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
-        self.make_node(parent, name, FileKind::Regular, mode, 0, uid, gid, None)
+        self.make_node(parent, name, FileKind::Regular, mode, 0, 0, uid, gid, None)
     }
 
     pub fn mkdir(&self, parent: Ino, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
-        self.make_node(parent, name, FileKind::Directory, mode, 0, uid, gid, None)
+        self.make_node(
+            parent,
+            name,
+            FileKind::Directory,
+            mode,
+            0,
+            0,
+            uid,
+            gid,
+            None,
+        )
     }
 
     pub fn symlink(
@@ -293,6 +344,7 @@ impl Namespace<'_> {
             FileKind::Symlink,
             0o777,
             0,
+            0,
             uid,
             gid,
             Some(target),
@@ -306,6 +358,7 @@ impl Namespace<'_> {
         name: &[u8],
         kind: FileKind,
         mode: u32,
+        umask: u32,
         rdev: u32,
         uid: u32,
         mut gid: u32,
@@ -331,8 +384,31 @@ impl Namespace<'_> {
                 perm |= libc::S_ISGID;
             }
         }
-        let ino = self.table.alloc_ino()?;
         let now = Timespec::now();
+        // POSIX ACL inheritance (Linux's posix_acl_create): a parent's default ACL
+        // replaces the umask; symlinks take neither.
+        let mut acl_entries = Vec::new();
+        if kind != FileKind::Symlink {
+            // One that does not decode (a damaged image; fsck names it) is as none.
+            let default = ps
+                .xattrs
+                .get(ACL_DEFAULT)
+                .and_then(|(v, _)| Acl::decode(v).ok().flatten());
+            match default {
+                Some(d) => {
+                    let (access, m) = d.create_masq(perm);
+                    perm = m;
+                    if let Some(a) = access {
+                        acl_entries.push(xattr_set(ACL_ACCESS, a.encode(), now));
+                    }
+                    if is_dir {
+                        acl_entries.push(xattr_set(ACL_DEFAULT, d.encode(), now));
+                    }
+                }
+                None => perm &= !umask,
+            }
+        }
+        let ino = self.table.alloc_ino()?;
         let size = target.map(|t| t.len() as u64).unwrap_or(0);
         let mut centries = Vec::new();
         let mut data_block = None;
@@ -371,6 +447,7 @@ impl Namespace<'_> {
             nlink: if is_dir { 2 } else { 1 },
             ctime: now,
         });
+        centries.extend(acl_entries);
         let cookie = ps
             .dir
             .as_ref()
@@ -904,6 +981,9 @@ impl Namespace<'_> {
     /// missing one). One log entry; ctime changes.
     pub fn setxattr(&self, ino: Ino, name: &[u8], value: &[u8], flags: i32) -> Result<()> {
         check_xattr_name(name)?;
+        if is_acl_name(name) {
+            return self.set_acl(ino, name, value, flags);
+        }
         if flags & !(libc::XATTR_CREATE | libc::XATTR_REPLACE) != 0 {
             return Err(FsError::Invalid("unknown setxattr flags"));
         }
@@ -943,11 +1023,102 @@ impl Namespace<'_> {
         self.data.commit(&mut [(&mut *s, vec![e])], &[])
     }
 
-    /// Removes extended attribute `name` of `ino` (ENODATA when it has none).
+    /// Sets (or, with an ACL of no entries, removes) a POSIX ACL, as Linux does for
+    /// `system.posix_acl_access` and `_default`: the value must be a valid ACL; an
+    /// access ACL sets the mode's permission bits (and is not stored when the mode
+    /// says all it says); `XATTR_ACL_KILL_SGID` clears set-group-ID as well; a
+    /// default ACL only on directories (EACCES elsewhere). One commit.
+    fn set_acl(&self, ino: Ino, name: &[u8], value: &[u8], flags: i32) -> Result<()> {
+        if flags & !(libc::XATTR_CREATE | libc::XATTR_REPLACE | XATTR_ACL_KILL_SGID) != 0 {
+            return Err(FsError::Invalid("unknown setxattr flags"));
+        }
+        let acl = Acl::decode(value)?;
+        let inode = self.table.get(ino)?;
+        // A mode change is a SetAttr snapshot (size included): no data write may
+        // sit between the snapshot and its commit, as in `setattr`.
+        let _d = inode.data.write(0, u64::MAX);
+        let mut st = inode.state.lock_arc();
+        if st.dead {
+            return Err(FsError::NotFound);
+        }
+        if st.kind == FileKind::Symlink {
+            return Err(FsError::Unsupported("ACLs on a symlink"));
+        }
+        let stored = st.xattrs.contains_key(name);
+        let now = Timespec::now();
+        let remove = Entry::Xattr {
+            op: XATTR_REMOVE,
+            name: name.to_vec(),
+            value: Vec::new(),
+            ctime: now,
+        };
+        let mut entries = Vec::new();
+        let mut mode = st.mode;
+        if name == ACL_DEFAULT {
+            if st.kind != FileKind::Directory {
+                return if acl.is_some() {
+                    Err(FsError::AccessDenied)
+                } else {
+                    Ok(())
+                };
+            }
+            match acl {
+                Some(a) => entries.push(xattr_set(name, a.encode(), now)),
+                None if stored => entries.push(remove),
+                None => return Ok(()),
+            }
+        } else {
+            match acl {
+                Some(a) => {
+                    let (bits, extended) = a.mode();
+                    mode = (mode & !0o777) | bits;
+                    if extended {
+                        entries.push(xattr_set(name, a.encode(), now));
+                    } else if stored {
+                        entries.push(remove);
+                    }
+                }
+                None if stored => entries.push(remove),
+                None => return Ok(()),
+            }
+            if flags & XATTR_ACL_KILL_SGID != 0 {
+                mode &= !libc::S_ISGID;
+            }
+        }
+        let total: usize = st
+            .xattrs
+            .iter()
+            .filter(|(n, _)| n.as_slice() != name)
+            .map(|(n, (v, _))| n.len() + v.len())
+            .sum();
+        if total + name.len() + value.len() > XATTR_TOTAL_MAX {
+            return Err(FsError::NoSpace);
+        }
+        if mode != st.mode || entries.is_empty() {
+            let mut snap = st.setattr_entry(0);
+            if let Entry::SetAttr {
+                mode: m, ctime: c, ..
+            } = &mut snap
+            {
+                *m = mode;
+                *c = now;
+            }
+            entries.push(snap);
+        }
+        self.data.commit(&mut [(&mut *st, entries)], &[])
+    }
+
+    /// Removes extended attribute `name` of `ino` (ENODATA when it has none, but
+    /// success for an absent POSIX ACL).
     pub fn removexattr(&self, ino: Ino, name: &[u8]) -> Result<()> {
         check_xattr_name(name)?;
         let (_i, mut s) = self.table.lock(ino)?;
         if !s.xattrs.contains_key(name) {
+            // Removing an ACL that is not there succeeds, as on Linux file systems
+            // (a minimal access ACL is the mode, never stored).
+            if is_acl_name(name) {
+                return Ok(());
+            }
             return Err(FsError::NoData);
         }
         let e = Entry::Xattr {

@@ -156,6 +156,23 @@ pub struct SetAttr {
     pub ctime: Option<Timespec>,
 }
 
+/// A node to create ([`FileSystem::create_node`](crate::FileSystem::create_node)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NewNode {
+    /// File type (`S_IFMT` bits: regular, directory, fifo, socket, device) and
+    /// permission bits as the caller asked for them (umask not applied).
+    pub mode: u32,
+    /// The creating process's umask: applied unless the parent directory has a
+    /// default ACL, which then decides the new node's ACL and mode instead (POSIX).
+    pub umask: u32,
+    /// Device number of a device node.
+    pub rdev: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group (a set-group-ID parent gives its own instead).
+    pub gid: u32,
+}
+
 /// Flags of `rename`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RenameFlags {

@@ -3,7 +3,8 @@
 //! tests (bench harness, FUSE adapter).
 
 use mnemofs::{
-    Attr, DirEntry, FileHandle, FileSystem, Fs, FsStats, Ino, RenameFlags, Result, SetAttr, StatFs,
+    Attr, DirEntry, FileHandle, FileSystem, Fs, FsStats, Ino, NewNode, RenameFlags, Result,
+    SetAttr, StatFs,
 };
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,6 +18,7 @@ pub const METHODS: &[&str] = &[
     "mknod",
     "create",
     "mkdir",
+    "create_node",
     "symlink",
     "readlink",
     "unlink",
@@ -136,6 +138,10 @@ impl FileSystem for Counting {
     fn mkdir(&self, parent: Ino, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
         self.count("mkdir");
         self.inner.mkdir(parent, name, mode, uid, gid)
+    }
+    fn create_node(&self, parent: Ino, name: &[u8], node: &NewNode) -> Result<Attr> {
+        self.count("create_node");
+        self.inner.create_node(parent, name, node)
     }
     fn symlink(&self, parent: Ino, name: &[u8], target: &[u8], uid: u32, gid: u32) -> Result<Attr> {
         self.count("symlink");

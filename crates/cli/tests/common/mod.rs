@@ -2,6 +2,8 @@
 //! against /dev/fuse.
 #![allow(dead_code)]
 
+pub mod xattr;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
