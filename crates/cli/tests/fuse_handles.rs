@@ -1,11 +1,14 @@
 //! Scenario: a file handle from name_to_handle_at opens the file with
 //! open_by_handle_at after the kernel has dropped its cached inodes (the export path
-//! that NFS and overlayfs's index use), and a deleted file's handle is stale.
+//! that NFS and overlayfs's index use), and a deleted file's handle is stale — also
+//! once a new file has its inode number (the slot's generation differs), and across
+//! a remount.
 
 mod common;
 use std::ffi::CString;
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::io::{AsRawFd, FromRawFd};
 
 /// A `file_handle` with room for a FUSE handle (nodeid + generation).
@@ -70,6 +73,7 @@ fn handles_open_files_after_the_kernel_forgot_them() {
     std::fs::write(&gone, b"x").unwrap();
     let mut h = handle_of(&p);
     let mut hg = handle_of(&gone);
+    let gone_ino = std::fs::metadata(&gone).unwrap().ino();
     std::fs::remove_file(&gone).unwrap();
     let mount = std::fs::File::open(&e.mnt).unwrap();
     drop_caches();
@@ -80,6 +84,40 @@ fn handles_open_files_after_the_kernel_forgot_them() {
     drop(f);
     drop_caches();
     assert_eq!(open_by(&mount, &mut hg).err(), Some(libc::ESTALE));
+    // A new file takes the deleted file's inode number: the old handle must not
+    // open it (the slot's generation went up), the new file's handle does.
+    let mut reused = None;
+    for i in 0..1000 {
+        let q = e.mnt.join(format!("d/new{i}"));
+        std::fs::write(&q, b"new file").unwrap();
+        if std::fs::metadata(&q).unwrap().ino() == gone_ino {
+            reused = Some(q);
+            break;
+        }
+    }
+    let reused = reused.expect("no new file took the freed inode number in 1000 creates");
+    let mut hn = handle_of(&reused);
+    drop_caches();
+    assert_eq!(open_by(&mount, &mut hg).err(), Some(libc::ESTALE));
+    let mut s = String::new();
+    open_by(&mount, &mut hn)
+        .expect("the new file's handle")
+        .read_to_string(&mut s)
+        .unwrap();
+    assert_eq!(s, "new file");
     drop(mount);
     common::unmount(&e);
+    // The generation is on PM: after a remount the same handles mean the same.
+    common::mount(&e);
+    let mount = std::fs::File::open(&e.mnt).unwrap();
+    assert_eq!(open_by(&mount, &mut hg).err(), Some(libc::ESTALE));
+    let mut s = String::new();
+    open_by(&mount, &mut hn)
+        .expect("the new file's handle after a remount")
+        .read_to_string(&mut s)
+        .unwrap();
+    assert_eq!(s, "new file");
+    drop(mount);
+    common::unmount(&e);
+    common::fsck_clean(&e);
 }

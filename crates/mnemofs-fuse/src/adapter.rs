@@ -149,7 +149,7 @@ impl<E: FileSystem> MnemoFuse<E> {
                     &self.opts.attr_ttl,
                     &self.opts.entry_ttl,
                     &file_attr(&attr),
-                    Generation(0),
+                    Generation(u64::from(attr.generation)),
                 )
             }
             Err(e) => reply.error(errno(&e)),
@@ -725,7 +725,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         reply.created(
             &ttl,
             &file_attr(&attr),
-            Generation(0),
+            Generation(u64::from(attr.generation)),
             self.new_fh(flags),
             self.open_flags(),
         );

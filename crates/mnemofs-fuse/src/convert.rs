@@ -140,6 +140,7 @@ mod tests {
                 sec: 12,
                 nsec: 999_999_999,
             },
+            generation: 0,
         }
     }
 

@@ -87,6 +87,8 @@ pub(crate) struct InodeState {
     pub dir: Option<DirState>,
     /// Extended attributes: name → (value, offset of the entry that set it).
     pub xattrs: BTreeMap<Vec<u8>, (Vec<u8>, u64)>,
+    /// The slot's generation (docs/FORMAT.md §2.2): export handles carry it.
+    pub generation: u32,
     /// Parent directory (directories only).
     pub parent: Ino,
     /// Freed: the slot may be reused; every handle to this state is stale.
@@ -120,6 +122,7 @@ impl InodeState {
             pages: BTreeMap::new(),
             dir: (kind == FileKind::Directory).then(DirState::default),
             xattrs: BTreeMap::new(),
+            generation: 0,
             parent: 0,
             dead: false,
             live: FxHashMap::default(),
@@ -144,6 +147,7 @@ impl InodeState {
             atime: self.atime,
             mtime: self.mtime,
             ctime: self.ctime,
+            generation: self.generation,
         }
     }
 

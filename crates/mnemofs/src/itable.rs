@@ -3,7 +3,7 @@
 //! freed (open handles, frontend lookups).
 
 use crate::error::{FsError, Result};
-use crate::format::{encode_inode_static, Geometry, INO_VALID_OFF};
+use crate::format::{encode_inode_static, next_generation, Geometry, INODE_SIZE, INO_VALID_OFF};
 use crate::inode::{Inode, InodeState};
 use crate::space::Run;
 use crate::store::Store;
@@ -139,11 +139,17 @@ impl InodeTable {
     }
 
     /// Writes the static part of a free inode slot (harmless while `valid` is 0).
-    pub fn write_slot(&self, vol: &Vol, ino: Ino, kind: FileKind) {
+    /// Writes the static part of free slot `ino` for a new file of `kind`; returns
+    /// its generation (one more than the slot's last file's).
+    pub fn write_slot(&self, vol: &Vol, ino: Ino, kind: FileKind) -> u32 {
         let ioff = self.geo.inode_off(ino);
-        let slot = encode_inode_static(ino, kind);
+        let mut old = [0u8; INODE_SIZE as usize];
+        vol.read(ioff, &mut old);
+        let generation = next_generation(&old, ino);
+        let slot = encode_inode_static(ino, kind, generation);
         vol.write(ioff + 24, &slot[24..]);
         vol.flush(ioff + 24, 104);
+        generation
     }
 
     /// Frees an inode whose link count is 0, which nobody has open and whose number

@@ -467,8 +467,9 @@ impl Namespace<'_> {
                 ctime: now,
             });
         }
-        self.table.write_slot(&self.store.vol, ino, kind);
+        let generation = self.table.write_slot(&self.store.vol, ino, kind);
         let mut cs = InodeState::new(ino, kind);
+        cs.generation = generation;
         let valid = (self.store.geo.inode_off(ino) + INO_VALID_OFF, 1);
         if bugs::on(Bug::InodeValidInPlace) {
             self.store_persist(valid.0, 1);
@@ -875,7 +876,8 @@ impl Namespace<'_> {
             let mut whiteout = None;
             if let Some((uid, gid)) = flags.whiteout {
                 let ino = self.table.alloc_ino()?;
-                self.table
+                let generation = self
+                    .table
                     .write_slot(&self.store.vol, ino, FileKind::CharDevice);
                 let cookie = next_cookie(op);
                 push(
@@ -906,7 +908,9 @@ impl Namespace<'_> {
                         ctime: now,
                     },
                 ];
-                whiteout = Some((InodeState::new(ino, FileKind::CharDevice), entries));
+                let mut w = InodeState::new(ino, FileKind::CharDevice);
+                w.generation = generation;
+                whiteout = Some((w, entries));
             }
             if bugs::on(Bug::RenameDentryInPlace) && !flags.exchange {
                 // The old name goes in a commit of its own, outside the journal.

@@ -164,6 +164,7 @@ impl Store {
             return Err(e);
         }
         let mut ns = InodeState::new(st.ino, st.kind);
+        ns.generation = st.generation;
         // Same mapping, same lock-free index (readers may be using it right now).
         ns.index = st.index.clone();
         ns.parent = st.parent;

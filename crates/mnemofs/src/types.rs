@@ -134,6 +134,9 @@ pub struct Attr {
     pub mtime: Timespec,
     /// Last change of the inode (contents or attributes).
     pub ctime: Timespec,
+    /// Generation of the inode number: how many files had it before (export
+    /// handles name the inode by number and generation).
+    pub generation: u32,
 }
 
 /// A change of attributes; `None` leaves a field as it is. `ctime` is set to now on

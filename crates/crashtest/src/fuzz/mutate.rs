@@ -385,37 +385,53 @@ fn inode_static(img: &mut [u8], m: &Map, rng: &mut StdRng) -> Option<String> {
     let info = pick(rng, &m.inodes)?;
     let s = g.inode_off(info.ino).get() as usize;
     let b = &mut img[s..s + format::INODE_SIZE as usize];
-    let (desc, ok) = if rng.random_range(0..2) == 0 {
-        let old = format::get_u64(b, format::INO_NUM_OFF);
-        let new = match rng.random_range(0..3) {
-            0 => special(rng, m, old),
-            _ => rng.random_range(1..=g.inode_count),
-        };
-        format::put_u64(b, format::INO_NUM_OFF, new);
-        (
-            format!("inode slot {} static ino: {old} -> {new}", info.ino),
-            true,
-        )
-    } else {
-        let old = format::get_u32(b, format::INO_MODE_OFF);
-        let kinds = [
-            FileKind::Regular,
-            FileKind::Directory,
-            FileKind::Symlink,
-            FileKind::Fifo,
-            FileKind::Socket,
-            FileKind::CharDevice,
-            FileKind::BlockDevice,
-        ];
-        let new = match rng.random_range(0..4) {
-            0 => special32(rng, old),
-            _ => kinds[rng.random_range(0..kinds.len())].mode_bits(),
-        };
-        format::put_u32(b, format::INO_MODE_OFF, new);
-        (
-            format!("inode slot {} static mode: {old:#o} -> {new:#o}", info.ino),
-            true,
-        )
+    let (desc, ok) = match rng.random_range(0..5) {
+        0 | 1 => {
+            let old = format::get_u64(b, format::INO_NUM_OFF);
+            let new = match rng.random_range(0..3) {
+                0 => special(rng, m, old),
+                _ => rng.random_range(1..=g.inode_count),
+            };
+            format::put_u64(b, format::INO_NUM_OFF, new);
+            (
+                format!("inode slot {} static ino: {old} -> {new}", info.ino),
+                true,
+            )
+        }
+        2 => {
+            // Any generation is valid: the image must mount and check the same.
+            let old = format::get_u32(b, format::INO_GEN_OFF);
+            let mut new = special32(rng, old);
+            if new == old {
+                new ^= 1;
+            }
+            format::put_u32(b, format::INO_GEN_OFF, new);
+            (
+                format!("inode slot {} static generation: {old} -> {new}", info.ino),
+                true,
+            )
+        }
+        _ => {
+            let old = format::get_u32(b, format::INO_MODE_OFF);
+            let kinds = [
+                FileKind::Regular,
+                FileKind::Directory,
+                FileKind::Symlink,
+                FileKind::Fifo,
+                FileKind::Socket,
+                FileKind::CharDevice,
+                FileKind::BlockDevice,
+            ];
+            let new = match rng.random_range(0..4) {
+                0 => special32(rng, old),
+                _ => kinds[rng.random_range(0..kinds.len())].mode_bits(),
+            };
+            format::put_u32(b, format::INO_MODE_OFF, new);
+            (
+                format!("inode slot {} static mode: {old:#o} -> {new:#o}", info.ino),
+                true,
+            )
+        }
     };
     if ok {
         let c = format::crc(&b[format::INO_STATIC_OFF..format::INO_CSUM_OFF]);

@@ -7,7 +7,8 @@
 //!   16     8  log_tail   word: PM offset past the last committed entry
 //!   24     8  ino        this slot's inode number      } static part, written
 //!   32     4  mode       S_IFMT bits (the file kind)   } once while valid = 0
-//!   36    88  reserved   zero                          }
+//!   36     4  generation uses of this slot so far      }
+//!   40    84  reserved   zero                          }
 //!  124     4  csum       CRC-32 of [24, 124)
 //! ```
 
@@ -28,17 +29,38 @@ pub const INO_STATIC_OFF: usize = 24;
 pub const INO_NUM_OFF: usize = INO_STATIC_OFF;
 /// Offset of the static part's `mode` field (u32, `S_IFMT` bits only).
 pub const INO_MODE_OFF: usize = 32;
+/// Offset of the static part's `generation` field (u32): how many times the slot
+/// has been allocated before (0 for its first file), so that an export handle of a
+/// deleted file never opens a later file with the same inode number.
+pub const INO_GEN_OFF: usize = 36;
 /// Offset of the checksum (u32, CRC-32 of `[INO_STATIC_OFF, INO_CSUM_OFF)`).
 pub const INO_CSUM_OFF: usize = 124;
 
 /// Encodes the static part of an inode slot (bytes 24..128).
-pub fn encode_inode_static(ino: u64, kind: FileKind) -> [u8; INODE_SIZE as usize] {
+pub fn encode_inode_static(ino: u64, kind: FileKind, generation: u32) -> [u8; INODE_SIZE as usize] {
     let mut b = [0u8; INODE_SIZE as usize];
     put_u64(&mut b, INO_NUM_OFF, ino);
     put_u32(&mut b, INO_MODE_OFF, kind.mode_bits());
+    put_u32(&mut b, INO_GEN_OFF, generation);
     let c = crc(&b[INO_STATIC_OFF..INO_CSUM_OFF]);
     put_u32(&mut b, INO_CSUM_OFF, c);
     b
+}
+
+/// The generation of a slot's static part (any value is valid; check the slot with
+/// [`decode_inode_static`] first).
+pub fn inode_generation(b: &[u8; INODE_SIZE as usize]) -> u32 {
+    get_u32(b, INO_GEN_OFF)
+}
+
+/// The generation a new file in this (free) slot gets: one more than the stale
+/// static part's, when that is intact; 0 for a slot never used (or whose stale
+/// part is damaged: a handle is then refused for its checksum, not its generation).
+pub fn next_generation(b: &[u8; INODE_SIZE as usize], ino: u64) -> u32 {
+    match decode_inode_static(b, ino) {
+        Ok(_) => inode_generation(b).wrapping_add(1),
+        Err(_) => 0,
+    }
 }
 
 /// Validates the static part of a slot; returns the kind.
@@ -60,7 +82,7 @@ pub fn decode_inode_static(
             "inode {ino}: mode field {mode:#o} holds more than the file type"
         ));
     }
-    if b[INO_MODE_OFF + 4..INO_CSUM_OFF].iter().any(|&x| x != 0) {
+    if b[INO_GEN_OFF + 4..INO_CSUM_OFF].iter().any(|&x| x != 0) {
         return Err(format!(
             "inode {ino}: reserved bytes are not zero (written by a newer format?)"
         ));
@@ -87,7 +109,7 @@ mod tests {
     fn inode_static_roundtrip() {
         for (i, kind) in KINDS.into_iter().enumerate() {
             let ino = 1 + i as u64 * 1000;
-            let b = encode_inode_static(ino, kind);
+            let b = encode_inode_static(ino, kind, i as u32);
             assert_eq!(decode_inode_static(&b, ino), Ok(kind));
             // The words before the static part do not count.
             let mut w = b;
@@ -98,17 +120,20 @@ mod tests {
 
     #[test]
     fn inode_static_bytes_follow_format_md() {
-        let b = encode_inode_static(77, FileKind::Directory);
+        let b = encode_inode_static(77, FileKind::Directory, 9);
         assert!(b[..24].iter().all(|&x| x == 0));
         assert_eq!(get_u64(&b, 24), 77);
         assert_eq!(get_u32(&b, 32), libc::S_IFDIR);
-        assert!(b[36..124].iter().all(|&x| x == 0));
+        assert_eq!(get_u32(&b, 36), 9);
+        assert!(b[40..124].iter().all(|&x| x == 0));
+        assert_eq!(next_generation(&b, 77), 10);
+        assert_eq!(next_generation(&[0u8; 128], 77), 0);
         assert_eq!(get_u32(&b, 124), crc(&b[24..124]));
     }
 
     #[test]
     fn inode_static_corruption_is_refused() {
-        let b = encode_inode_static(5, FileKind::Regular);
+        let b = encode_inode_static(5, FileKind::Regular, 0);
         // Another slot's bytes.
         assert!(decode_inode_static(&b, 6).is_err());
         // A flipped bit anywhere in the checksummed part.
