@@ -1,7 +1,10 @@
 //! The oracle: an in-memory model of POSIX semantics (as Linux file systems have
 //! them), independent of the engine. Crash states are compared with its listings.
 
-use crate::workload::{fnv, pattern, xattr_suffix, Op};
+use crate::workload::{acl_bytes, fnv, pattern, xattr_suffix, Op};
+
+/// The access ACL's attribute name.
+const ACL_ACCESS: &str = "system.posix_acl_access";
 
 /// The listing suffix of a node's attributes (as `workload::dump_fs` writes it).
 fn xattr_list(x: &BTreeMap<String, Vec<u8>>) -> String {
@@ -229,8 +232,35 @@ impl Model {
             Op::Chmod(p, m) => {
                 let i = self.resolve(p)?;
                 match self.nodes.get_mut(&i) {
-                    Some(Node::File { mode, .. }) | Some(Node::Dir { mode, .. }) => *mode = *m,
+                    Some(Node::File { mode, xattrs, .. })
+                    | Some(Node::Dir { mode, xattrs, .. }) => {
+                        *mode = *m;
+                        // An access ACL follows the mode: owner, mask, other (POSIX
+                        // 1003.1e; entries 0, 3 and 4 of the workloads' ACLs).
+                        if let Some(v) = xattrs.get_mut(ACL_ACCESS) {
+                            for (entry, shift) in [(0usize, 6u32), (3, 3), (4, 0)] {
+                                let at = 4 + 8 * entry + 2;
+                                let perm = ((*m >> shift) & 7) as u16;
+                                v[at..at + 2].copy_from_slice(&perm.to_le_bytes());
+                            }
+                        }
+                    }
                     _ => {}
+                }
+            }
+            Op::SetAcl { path, uid, perms } => {
+                let i = self.resolve(path)?;
+                match self.nodes.get_mut(&i) {
+                    Some(Node::File { mode, xattrs, .. })
+                    | Some(Node::Dir { mode, xattrs, .. }) => {
+                        // The group bits show the mask.
+                        let bits = (u32::from(perms[0]) << 6)
+                            | (u32::from(perms[3]) << 3)
+                            | u32::from(perms[4]);
+                        *mode = (*mode & !0o777) | bits;
+                        xattrs.insert(ACL_ACCESS.to_string(), acl_bytes(*uid, *perms));
+                    }
+                    _ => return Err(libc::EOPNOTSUPP),
                 }
             }
             Op::Link(a, b) => {

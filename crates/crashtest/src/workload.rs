@@ -86,6 +86,31 @@ pub enum Op {
     },
     /// Remove extended attribute `name`.
     RemoveXattr(String, String),
+    /// Set a POSIX access ACL of five entries: owner, the named user `uid`, owning
+    /// group, mask, other (`perms` in that order); the mode follows it in the same
+    /// commit.
+    SetAcl {
+        /// The file or directory.
+        path: String,
+        /// The named user.
+        uid: u32,
+        /// Permissions of owner, named user, owning group, mask, other.
+        perms: [u16; 5],
+    },
+}
+
+/// The xattr form of the five-entry ACL of [`Op::SetAcl`] (written out here, not
+/// by the engine's codec, so the oracle stays independent of the engine).
+pub fn acl_bytes(uid: u32, perms: [u16; 5]) -> Vec<u8> {
+    let tags = [0x01u16, 0x02, 0x04, 0x10, 0x20];
+    let mut v = 2u32.to_le_bytes().to_vec();
+    for (i, (tag, perm)) in tags.into_iter().zip(perms).enumerate() {
+        v.extend_from_slice(&tag.to_le_bytes());
+        v.extend_from_slice(&perm.to_le_bytes());
+        let id = if i == 1 { uid } else { u32::MAX };
+        v.extend_from_slice(&id.to_le_bytes());
+    }
+    v
 }
 
 impl fmt::Display for Op {
@@ -122,6 +147,9 @@ impl fmt::Display for Op {
                 path, name, len, ..
             } => write!(f, "setxattr({path}, {name}, len {len})"),
             Op::RemoveXattr(p, n) => write!(f, "removexattr({p}, {n})"),
+            Op::SetAcl { path, uid, perms } => {
+                write!(f, "setfacl({path}, u:{uid}, perms {perms:?})")
+            }
         }
     }
 }
@@ -263,7 +291,20 @@ pub fn seq1_ops() -> Vec<Op> {
         // Over a thousand bytes: an entry of 17 units, which may span log pages.
         xattr("foo", "security.big", 1000, 3),
         xattr("A/sl-missing", "user.a", 1, 4),
+        // A POSIX ACL: the attribute and the mode in one commit (the last seq-1
+        // workload then chmods a file with an ACL); a set-id chmod.
+        acl("foo", [6, 6, 4, 6, 0]),
+        acl("A", [7, 7, 5, 7, 5]),
+        Op::Chmod(s("bar"), 0o6755),
     ]
+}
+
+fn acl(path: &str, perms: [u16; 5]) -> Op {
+    Op::SetAcl {
+        path: s(path),
+        uid: 1000,
+        perms,
+    }
 }
 
 fn xattr(path: &str, name: &str, len: usize, seed: u8) -> Op {
@@ -339,7 +380,13 @@ pub fn small_sequences() -> Vec<Vec<Op>> {
 
 /// One workload: setup, then these operations.
 pub fn seq1() -> Vec<Vec<Op>> {
-    seq1_ops().into_iter().map(|o| vec![o]).collect()
+    let mut v: Vec<Vec<Op>> = seq1_ops().into_iter().map(|o| vec![o]).collect();
+    // A chmod of a file with an access ACL rewrites the ACL in the chmod's commit.
+    v.push(vec![
+        acl("foo", [6, 6, 4, 6, 0]),
+        Op::Chmod(s("foo"), 0o751),
+    ]);
+    v
 }
 
 /// `seq1` for a small-write mode other than page CoW: the extra operations and
@@ -592,6 +639,11 @@ pub fn apply_fs(fs: &Fs, op: &Op) -> Result<(), i32> {
         Op::RemoveXattr(p, n) => {
             let i = resolve(fs, p)?;
             fs.removexattr(i, n.as_bytes()).map_err(err)
+        }
+        Op::SetAcl { path, uid, perms } => {
+            let i = resolve(fs, path)?;
+            fs.setxattr(i, b"system.posix_acl_access", &acl_bytes(*uid, *perms), 0)
+                .map_err(err)
         }
     }
 }
