@@ -31,12 +31,14 @@ pub struct BenchArgs {
     /// Threads issuing operations
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub threads: usize,
-    #[arg(long, value_name = "P", default_value = "nova", help = modes::preset_help())]
+    #[arg(long, value_name = "P", default_value = mnemofs::DEFAULT_PRESET, help = modes::preset_help())]
     pub preset: String,
     #[arg(long, value_name = "L", help = modes::lock_help())]
     pub lock: Option<String>,
     #[arg(long = "small-write", value_name = "W", help = modes::small_write_help())]
     pub small_write: Option<String>,
+    #[arg(long = "read-cache", value_name = "MODE", help = modes::read_cache_help())]
+    pub read_cache: Option<String>,
     #[arg(long = "pm-profile", value_name = "NAME", default_value = "dram", help = profile_help())]
     pub pm_profile: String,
     #[command(flatten)]
@@ -86,6 +88,15 @@ pub struct CommonArgs {
     pub slot_size: u32,
     #[arg(long = "desc-store", value_name = "HOW", value_enum, default_value_t = modes::DescStore::Auto, hide_possible_values = true, help = modes::DESC_STORE_HELP)]
     pub desc_store: modes::DescStore,
+    /// DRAM budget of the read cache, where a preset has one [default: 256M]
+    #[arg(long = "read-cache-size", value_name = "SIZE", value_parser = size_arg)]
+    pub read_cache_size: Option<u64>,
+    /// Reads of a page within one window that make it hot (1-15) [default: 2]
+    #[arg(long = "read-cache-threshold", value_name = "N")]
+    pub read_cache_threshold: Option<u32>,
+    /// The read cache's hotness window in ms [default: 100]
+    #[arg(long = "read-cache-window", value_name = "MS")]
+    pub read_cache_window: Option<u64>,
     /// One JSON object per run on standard output (JSON Lines) instead of a table
     #[arg(long)]
     pub json: bool,
@@ -95,7 +106,7 @@ pub struct CommonArgs {
 pub enum BenchCmd {
     /// Run presets (and PM profiles) side by side, interleaved over rounds; medians
     /// and ratios to the first
-    Compare(CompareArgs),
+    Compare(Box<CompareArgs>),
     /// Run fio against ext4 data=journal, tmpfs, bindfs and a mnemofs FUSE mount
     /// (needs root and fio)
     Peers(PeersArgs),
@@ -113,7 +124,7 @@ pub struct CompareArgs {
         long,
         value_name = "A,B,...",
         value_delimiter = ',',
-        default_value = "nova"
+        default_value = "nova,full"
     )]
     pub presets: Vec<String>,
     /// PM profiles to compare, comma separated (each preset under each profile)
@@ -154,7 +165,7 @@ pub struct PeersArgs {
     /// Measured seconds per peer (after 1 s of ramp)
     #[arg(long, value_name = "S", default_value_t = 5)]
     pub runtime: u64,
-    #[arg(long, value_name = "P", default_value = "nova", help = modes::preset_help())]
+    #[arg(long, value_name = "P", default_value = mnemofs::DEFAULT_PRESET, help = modes::preset_help())]
     pub preset: String,
     /// Peers to run, comma separated
     #[arg(
@@ -292,11 +303,22 @@ pub fn run(a: &BenchArgs) -> CliResult<i32> {
     let w = workload(name)?;
     let mut rc = run_config(w, &a.common);
     rc.threads = a.threads;
-    let mut mount = modes::resolve(&a.preset, a.lock.as_deref(), a.small_write.as_deref())?;
+    let mut mount = modes::resolve_with(
+        &a.preset,
+        a.lock.as_deref(),
+        a.small_write.as_deref(),
+        a.read_cache.as_deref(),
+    )?;
     mount.pm_profile = profile(&a.pm_profile)?;
     mount.lawn_desc_store = a.common.desc_store.option();
+    read_cache_options(&mut mount, &a.common)?;
     rc.mount = mount;
-    rc.preset = preset_label(&a.preset, a.lock.as_deref(), a.small_write.as_deref());
+    rc.preset = preset_label(
+        &a.preset,
+        a.lock.as_deref(),
+        a.small_write.as_deref(),
+        a.read_cache.as_deref(),
+    );
     rc.validate().map_err(|m| CliError::new(m).with_code(2))?;
     let r = mnemofs_bench::run(&rc).map_err(bench_err)?;
     if a.common.json {
@@ -318,14 +340,39 @@ pub fn run(a: &BenchArgs) -> CliResult<i32> {
     Ok(0)
 }
 
+/// The read cache's tuning options of a run.
+fn read_cache_options(m: &mut mnemofs::MountOptions, c: &CommonArgs) -> CliResult<()> {
+    if let Some(b) = c.read_cache_size {
+        m.read_cache_bytes = b;
+    }
+    if let Some(t) = c.read_cache_threshold {
+        if !(1..=15).contains(&t) {
+            return Err(
+                CliError::new(format!("--read-cache-threshold {t}: must be 1 to 15")).with_code(2),
+            );
+        }
+        m.read_cache_threshold = t;
+    }
+    if let Some(w) = c.read_cache_window {
+        if w == 0 {
+            return Err(CliError::new("--read-cache-window must be at least 1 ms").with_code(2));
+        }
+        m.read_cache_window_ms = w;
+    }
+    Ok(())
+}
+
 /// `nova`, or `nova+lock=inode,small-write=cow` when modes are overridden.
-fn preset_label(preset: &str, lock: Option<&str>, sw: Option<&str>) -> String {
+fn preset_label(preset: &str, lock: Option<&str>, sw: Option<&str>, rc: Option<&str>) -> String {
     let mut mods = Vec::new();
     if let Some(l) = lock {
         mods.push(format!("lock={l}"));
     }
     if let Some(w) = sw {
         mods.push(format!("small-write={w}"));
+    }
+    if let Some(r) = rc {
+        mods.push(format!("read-cache={r}"));
     }
     if mods.is_empty() {
         preset.to_string()
@@ -431,6 +478,7 @@ fn run_compare(c: &CompareArgs) -> CliResult<i32> {
             let mut mount = modes::resolve(preset, None, None)?;
             mount.pm_profile = prof;
             mount.lawn_desc_store = c.common.desc_store.option();
+            read_cache_options(&mut mount, &c.common)?;
             let label = if c.pm_profiles.len() > 1 {
                 format!("{preset}/{}", prof.name)
             } else {
@@ -571,9 +619,9 @@ mod tests {
 
     #[test]
     fn labels_and_lookups() {
-        assert_eq!(preset_label("nova", None, None), "nova");
+        assert_eq!(preset_label("nova", None, None, None), "nova");
         assert_eq!(
-            preset_label("nova", Some("inode"), Some("cow")),
+            preset_label("nova", Some("inode"), Some("cow"), None),
             "nova+lock=inode,small-write=cow"
         );
         assert!(profile("optane").is_ok());

@@ -1,7 +1,7 @@
 //! Presets and mode names for `mount`.
 
 use crate::error::{CliError, CliResult};
-use mnemofs::{LockMode, MountOptions, SmallWriteMode, PLANNED_PRESETS, PRESETS};
+use mnemofs::{LockMode, MountOptions, ReadCacheMode, SmallWriteMode, PLANNED_PRESETS, PRESETS};
 
 fn names<T>(list: &[(&str, T)]) -> String {
     list.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
@@ -21,17 +21,33 @@ pub fn preset_help() -> String {
         .iter()
         .map(|p| {
             format!(
-                "{} (lock={}, small-write={})",
+                "{} (lock={}, small-write={}, read-cache={})",
                 p.name,
                 p.lock.name(),
-                p.small_write.name()
+                p.small_write.name(),
+                p.read_cache.name()
             )
         })
         .collect();
-    format!(
-        "Mode preset: {}. Planned, not built yet: {}",
+    let mut h = format!(
+        "Mode preset: {} [default: {}]",
         built.join("; "),
-        PLANNED_PRESETS.join(", ")
+        mnemofs::DEFAULT_PRESET
+    );
+    if !PLANNED_PRESETS.is_empty() {
+        h.push_str(&format!(
+            ". Planned, not built yet: {}",
+            PLANNED_PRESETS.join(", ")
+        ));
+    }
+    h
+}
+
+/// Help text of `--read-cache`.
+pub fn read_cache_help() -> String {
+    format!(
+        "DRAM read cache, overriding the preset's: {}",
+        names(ReadCacheMode::ALL)
     )
 }
 
@@ -92,6 +108,16 @@ pub fn resolve(
     lock: Option<&str>,
     small_write: Option<&str>,
 ) -> CliResult<MountOptions> {
+    resolve_with(preset, lock, small_write, None)
+}
+
+/// [`resolve`], with the read cache mode overridden too.
+pub fn resolve_with(
+    preset: &str,
+    lock: Option<&str>,
+    small_write: Option<&str>,
+    read_cache: Option<&str>,
+) -> CliResult<MountOptions> {
     let Some(p) = PRESETS.iter().find(|p| p.name == preset) else {
         let msg = if PLANNED_PRESETS.contains(&preset) {
             format!(
@@ -132,6 +158,18 @@ pub fn resolve(
                 ))
             })?;
     }
+    if let Some(r) = read_cache {
+        opts.read_cache = ReadCacheMode::ALL
+            .iter()
+            .find(|(n, _)| *n == r)
+            .map(|(_, m)| *m)
+            .ok_or_else(|| {
+                CliError::new(format!(
+                    "unknown read cache mode '{r}'; valid read cache modes: {}",
+                    names(ReadCacheMode::ALL)
+                ))
+            })?;
+    }
     opts.exclusive = true;
     Ok(opts)
 }
@@ -148,6 +186,20 @@ mod tests {
             assert_eq!(o.small_write, p.small_write);
             assert!(o.exclusive);
         }
+    }
+
+    #[test]
+    fn the_default_preset_has_every_technique() {
+        let o = resolve(mnemofs::DEFAULT_PRESET, None, None).unwrap();
+        assert_eq!(o.lock, LockMode::Segment);
+        assert_eq!(o.small_write, SmallWriteMode::Lawn);
+        assert_eq!(o.read_cache, ReadCacheMode::Rcache);
+        let o = resolve_with("full", None, None, Some("off")).unwrap();
+        assert_eq!(o.read_cache, ReadCacheMode::Off);
+        let e = resolve_with("full", None, None, Some("lru"))
+            .unwrap_err()
+            .msg;
+        assert!(e.contains("unknown read cache mode 'lru'"), "{e}");
     }
 
     #[test]

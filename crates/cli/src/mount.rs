@@ -29,8 +29,13 @@ pub struct MountArgs {
     /// once mounted and serve in the background
     #[arg(long, short)]
     pub foreground: bool,
-    #[arg(long, value_name = "P", default_value = "nova", help = modes::preset_help())]
+    #[arg(long, value_name = "P", default_value = mnemofs::DEFAULT_PRESET, help = modes::preset_help())]
     pub preset: String,
+    #[arg(long = "read-cache", value_name = "MODE", help = modes::read_cache_help())]
+    pub read_cache: Option<String>,
+    /// DRAM budget of the read cache (e.g. 256M) [default: 256M]
+    #[arg(long = "read-cache-size", value_name = "SIZE", value_parser = crate::size::size_arg)]
+    pub read_cache_size: Option<u64>,
     /// FUSE event-loop threads (0 = one per CPU)
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub threads: usize,
@@ -46,7 +51,8 @@ pub struct MountArgs {
     /// Mount options, comma-separated, as mount(8) and fstab give them: ro, rw, dev
     /// (default), nodev, suid (default), nosuid, exec (default), noexec, sync,
     /// dirsync, relatime (default), noatime, strictatime; and mnemofs's own
-    /// preset=P, lock=L, small-write=W, threads=N
+    /// preset=P, lock=L, small-write=W, read-cache=MODE, read-cache-size=SIZE,
+    /// threads=N
     #[arg(short = 'o', long = "options", value_name = "OPTS")]
     pub options: Option<String>,
     /// Mount read-only (as -o ro): the kernel refuses changes, reads update no atime
@@ -93,10 +99,13 @@ pub struct MountOpts {
     pub flags: mnemofs_fuse::KernelFlags,
     /// `relatime` / `noatime` / `strictatime`.
     pub atime: Option<mnemofs::AtimeMode>,
-    /// mnemofs's own: `preset=`, `lock=`, `small-write=`, `threads=`.
+    /// mnemofs's own: `preset=`, `lock=`, `small-write=`, `read-cache=`,
+    /// `read-cache-size=`, `threads=`.
     pub preset: Option<String>,
     pub lock: Option<String>,
     pub small_write: Option<String>,
+    pub read_cache: Option<String>,
+    pub read_cache_size: Option<u64>,
     pub threads: Option<usize>,
 }
 
@@ -130,7 +139,7 @@ pub fn parse_options(list: &str) -> CliResult<MountOpts> {
         CliError::new(format!(
             "unknown mount option {o:?} (known: ro, rw, dev, nodev, suid, nosuid, exec, \
              noexec, sync, dirsync, relatime, noatime, strictatime, preset=, lock=, \
-             small-write=, threads=)"
+             small-write=, read-cache=, read-cache-size=, threads=)"
         ))
         .with_code(2)
     };
@@ -140,6 +149,10 @@ pub fn parse_options(list: &str) -> CliResult<MountOpts> {
                 "preset" => m.preset = Some(v.to_string()),
                 "lock" => m.lock = Some(v.to_string()),
                 "small-write" | "small_write" => m.small_write = Some(v.to_string()),
+                "read-cache" | "read_cache" => m.read_cache = Some(v.to_string()),
+                "read-cache-size" | "read_cache_size" => {
+                    m.read_cache_size = Some(crate::size::parse_size(v).map_err(|_| bad(o))?)
+                }
                 "threads" => m.threads = Some(v.parse().map_err(|_| bad(o))?),
                 k if k.starts_with("x-") || k == "comment" => {}
                 _ => return Err(bad(o)),
@@ -169,11 +182,15 @@ pub fn parse_options(list: &str) -> CliResult<MountOpts> {
 
 pub fn run(args: &MountArgs) -> CliResult<()> {
     let o = parse_options(args.options.as_deref().unwrap_or(""))?;
-    let mut opts = modes::resolve(
+    let mut opts = modes::resolve_with(
         o.preset.as_deref().unwrap_or(&args.preset),
         o.lock.as_deref().or(args.lock.as_deref()),
         o.small_write.as_deref().or(args.small_write.as_deref()),
+        o.read_cache.as_deref().or(args.read_cache.as_deref()),
     )?;
+    if let Some(b) = o.read_cache_size.or(args.read_cache_size) {
+        opts.read_cache_bytes = b;
+    }
     opts.lawn_desc_store = args.desc_store.option();
     if let Some(a) = o.atime {
         opts.atime = a;
@@ -311,6 +328,12 @@ fn spawn_daemon(args: &MountArgs, image: &Path, mountpoint: &Path) -> CliResult<
     }
     if let Some(w) = &args.small_write {
         cmd.arg("--small-write").arg(w);
+    }
+    if let Some(r) = &args.read_cache {
+        cmd.arg("--read-cache").arg(r);
+    }
+    if let Some(b) = args.read_cache_size {
+        cmd.arg("--read-cache-size").arg(b.to_string());
     }
     cmd.arg("--desc-store").arg(args.desc_store.name());
     if args.no_direct_io {

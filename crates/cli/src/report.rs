@@ -84,9 +84,10 @@ pub fn render_stats(what: &str, v: &Value) -> String {
     let _ = writeln!(o, "  mapping       {}", s(v, "map_mode"));
     let _ = writeln!(
         o,
-        "  modes         lock={} small-write={}",
+        "  modes         lock={} small-write={} read-cache={}",
         s(v, "lock_mode"),
         s(v, "small_write_mode"),
+        s(v, "read_cache_mode"),
     );
     let _ = writeln!(
         o,
@@ -99,6 +100,20 @@ pub fn render_stats(what: &str, v: &Value) -> String {
         u(v, "lawn_file_writes"),
         u(v, "lawn_writebacks"),
     );
+    if u(v, "read_cache_bytes") > 0 {
+        let _ = writeln!(
+            o,
+            "  read cache    {} of {} in DRAM; {} hits, {} misses; {} inserted, {} copied, {} evicted, {} invalidated",
+            format_bytes(u(v, "read_cache_pages").saturating_mul(bs)),
+            format_bytes(u(v, "read_cache_bytes")),
+            u(v, "read_cache_hits"),
+            u(v, "read_cache_misses"),
+            u(v, "read_cache_inserts"),
+            u(v, "read_cache_copies"),
+            u(v, "read_cache_evictions"),
+            u(v, "read_cache_invalidations"),
+        );
+    }
     let _ = write!(o, "  clean mount   {clean}");
     o
 }
@@ -170,6 +185,16 @@ mod tests {
             lawn_writebacks: 0,
             finelog_writes: 0,
             small_write_fallbacks: 0,
+            read_cache_mode: "rcache".into(),
+            read_cache_bytes: 1 << 20,
+            read_cache_pages: 16,
+            read_cache_hits: 7,
+            read_cache_misses: 3,
+            read_cache_inserts: 16,
+            read_cache_copies: 16,
+            read_cache_evictions: 0,
+            read_cache_invalidations: 1,
+            read_cache_dropped: 0,
         }
     }
 
@@ -186,7 +211,11 @@ mod tests {
         assert!(t.contains("[7500, 7500] blocks"));
         assert!(t.contains("3 used of 4096 (4093 free)"));
         assert!(t.contains("12.0 KiB written, 100 flushes (clwb), 50 fences"));
-        assert!(t.contains("lock=inode small-write=cow"));
+        assert!(t.contains("lock=inode small-write=cow read-cache=rcache"));
+        assert!(
+            t.contains("read cache    64.0 KiB of 1.0 MiB in DRAM; 7 hits, 3 misses"),
+            "{t}"
+        );
         assert!(t.ends_with("clean mount   yes"));
     }
 

@@ -8,6 +8,7 @@
 
 use crate::addr::{BlockNo, PmOff};
 use crate::api::FileSystem;
+use crate::data::rcache::{ReadCache, ReadCacheParams};
 use crate::data::{finelog::Finelog, lawn::Lawn, DataPlane, SmallWrite};
 use crate::error::Result;
 use crate::format::{Geometry, BLOCK, SB_STATE_OFF, STATE_CLEAN};
@@ -23,6 +24,7 @@ use parking_lot::Mutex;
 use pm::Pm;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// An open file (see [`Fs::open_handle`]): holds the inode, so reads and writes
 /// through it skip the inode-table lookup (a kernel's `struct file`).
@@ -71,6 +73,28 @@ impl Fs {
             space.free_run(s, l);
         }
         let table = InodeTable::new(geo, loaded.states, loaded.free_inos, opts);
+        let vol = Arc::new(vol);
+        // The read cache starts empty at every mount (nothing of it is on PM).
+        let rcache = match opts.read_cache {
+            ReadCacheMode::Off => None,
+            ReadCacheMode::Rcache => Some(ReadCache::start(
+                &ReadCacheParams {
+                    bytes: match opts.read_cache_bytes {
+                        0 => DEFAULT_READ_CACHE_BYTES,
+                        b => b,
+                    },
+                    threshold: match opts.read_cache_threshold {
+                        0 => DEFAULT_READ_CACHE_THRESHOLD,
+                        t => t,
+                    },
+                    window: Duration::from_millis(match opts.read_cache_window_ms {
+                        0 => DEFAULT_READ_CACHE_WINDOW_MS,
+                        w => w,
+                    }),
+                },
+                vol.clone(),
+            )?),
+        };
         let small = match opts.small_write {
             SmallWriteMode::Cow => SmallWrite::Cow,
             SmallWriteMode::Finelog => SmallWrite::Finelog(Finelog::new(&geo)),
@@ -82,13 +106,18 @@ impl Fs {
                 // written.
                 vol.populate(geo.desc_off(0), geo.zone_slots * crate::format::DESC_SIZE);
                 vol.populate(geo.slot_off(0), geo.zone_slots * geo.slot_size as u64);
-                SmallWrite::Lawn(Lawn::new(&vol, geo, rec.subs, opts.lawn_desc_store))
+                SmallWrite::Lawn(Lawn::new(
+                    &vol,
+                    geo,
+                    rec.subs,
+                    opts.lawn_desc_store,
+                    rcache.as_ref().map(|c| c.shared.clone()),
+                ))
             }
         };
-        let vol = Arc::new(vol);
-        let inval = DataPlane::invalidation(&small);
+        let inval = DataPlane::invalidation(&small, rcache.as_ref());
         let store = Arc::new(Store::new(vol.clone(), geo, space, inval.clone()));
-        let data = DataPlane::new(store.clone(), small, inval, opts);
+        let data = DataPlane::new(store.clone(), small, rcache, inval, opts);
         if let SmallWrite::Lawn(l) = data.small() {
             l.register_recovered(|ino| table.get(ino).ok());
             if opts.lawn_writeback_thread {
@@ -115,7 +144,7 @@ impl Fs {
     }
 
     /// Saves the free lists, marks the image clean and unmaps it.
-    pub fn unmount(self) -> Result<()> {
+    pub fn unmount(mut self) -> Result<()> {
         // LAWN: no write-back after the state word says clean; times of in-place
         // small writes go to the log.
         self.data.stop();
@@ -364,6 +393,7 @@ impl Fs {
             data_pages += st.pages.len() as u64;
         }
         let sw = self.data.stats();
+        let rc = self.data.read_cache_stats().unwrap_or_default();
         let lawn_mode = matches!(self.data.small(), SmallWrite::Lawn(_));
         FsStats {
             size_bytes: BlockNo(s.geo.total_blocks).off().get(),
@@ -406,6 +436,16 @@ impl Fs {
             lawn_writebacks: sw.writebacks,
             finelog_writes: sw.finelog_writes,
             small_write_fallbacks: sw.fallbacks,
+            read_cache_mode: self.opts.read_cache.name().to_string(),
+            read_cache_bytes: rc.bytes,
+            read_cache_pages: rc.ready,
+            read_cache_hits: rc.hits,
+            read_cache_misses: rc.misses,
+            read_cache_inserts: rc.inserts,
+            read_cache_copies: rc.copies,
+            read_cache_evictions: rc.evictions,
+            read_cache_invalidations: rc.invalidations,
+            read_cache_dropped: rc.dropped,
         }
     }
 

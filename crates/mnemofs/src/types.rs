@@ -309,6 +309,39 @@ impl SmallWriteMode {
     }
 }
 
+/// Whether reads go through a DRAM read cache (DESIGN.md §8).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub enum ReadCacheMode {
+    /// Every read copies from PM (DAX, NOVA).
+    #[default]
+    Off,
+    /// RCache: hot pages from DRAM, copied there by a background thread.
+    Rcache,
+}
+
+impl ReadCacheMode {
+    /// Every mode with its name (as `mount --read-cache` takes it).
+    pub const ALL: &'static [(&'static str, ReadCacheMode)] = &[
+        ("off", ReadCacheMode::Off),
+        ("rcache", ReadCacheMode::Rcache),
+    ];
+
+    /// The mode's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReadCacheMode::Off => "off",
+            ReadCacheMode::Rcache => "rcache",
+        }
+    }
+}
+
+/// Default DRAM budget of the read cache (`--read-cache-size`): 256 MiB.
+pub const DEFAULT_READ_CACHE_BYTES: u64 = 256 << 20;
+/// Default reads of a page within one window that make it hot.
+pub const DEFAULT_READ_CACHE_THRESHOLD: u32 = 2;
+/// Default hotness window (ms).
+pub const DEFAULT_READ_CACHE_WINDOW_MS: u64 = 100;
+
 /// Default LAWN slot size in bytes (`mkfs --slot-size`).
 pub const DEFAULT_SLOT_SIZE: u32 = 64;
 /// Default percent of the image for the LAWN zone (`mkfs --zone-percent`).
@@ -354,6 +387,8 @@ pub struct Preset {
     pub lock: LockMode,
     /// Its small-write mode.
     pub small_write: SmallWriteMode,
+    /// Its read cache.
+    pub read_cache: ReadCacheMode,
 }
 
 /// Presets that exist in this build.
@@ -362,31 +397,53 @@ pub const PRESETS: &[Preset] = &[
         name: "nova",
         lock: LockMode::Inode,
         small_write: SmallWriteMode::Cow,
+        read_cache: ReadCacheMode::Off,
     },
     Preset {
         name: "pnova-interval",
         lock: LockMode::Interval,
         small_write: SmallWriteMode::Cow,
+        read_cache: ReadCacheMode::Off,
     },
     Preset {
         name: "pnova",
         lock: LockMode::Segment,
         small_write: SmallWriteMode::Cow,
+        read_cache: ReadCacheMode::Off,
     },
     Preset {
         name: "finelog",
         lock: LockMode::Segment,
         small_write: SmallWriteMode::Finelog,
+        read_cache: ReadCacheMode::Off,
     },
     Preset {
         name: "lawn",
         lock: LockMode::Segment,
         small_write: SmallWriteMode::Lawn,
+        read_cache: ReadCacheMode::Off,
+    },
+    Preset {
+        name: "rcache",
+        lock: LockMode::Segment,
+        small_write: SmallWriteMode::Cow,
+        read_cache: ReadCacheMode::Rcache,
+    },
+    // Placement `local` once volumes span devices (one device today).
+    Preset {
+        name: "full",
+        lock: LockMode::Segment,
+        small_write: SmallWriteMode::Lawn,
+        read_cache: ReadCacheMode::Rcache,
     },
 ];
 
+/// The preset `mount` and `bench` use unless told otherwise: the best configuration
+/// built (every technique).
+pub const DEFAULT_PRESET: &str = "full";
+
 /// Presets that DESIGN.md names but whose modes are not built yet.
-pub const PLANNED_PRESETS: &[&str] = &["full"];
+pub const PLANNED_PRESETS: &[&str] = &[];
 
 /// Default segment size of the `segment` lock mode.
 pub const DEFAULT_SEGMENT_SIZE: u64 = 4096;
@@ -417,6 +474,14 @@ pub struct MountOptions {
     /// with the file's next attribute entry or at unmount (a crash loses at most the
     /// access-time updates since then).
     pub atime: AtimeMode,
+    /// The DRAM read cache (RCache) or none.
+    pub read_cache: ReadCacheMode,
+    /// The read cache's DRAM budget in bytes (0 = [`DEFAULT_READ_CACHE_BYTES`]).
+    pub read_cache_bytes: u64,
+    /// Reads of a page within one window that make it hot (0 = default).
+    pub read_cache_threshold: u32,
+    /// The hotness window in ms (0 = default).
+    pub read_cache_window_ms: u64,
 }
 
 impl MountOptions {
@@ -433,6 +498,10 @@ impl MountOptions {
             lawn_writeback_thread: true,
             lawn_desc_store: None,
             atime: AtimeMode::Relatime,
+            read_cache: p.read_cache,
+            read_cache_bytes: DEFAULT_READ_CACHE_BYTES,
+            read_cache_threshold: DEFAULT_READ_CACHE_THRESHOLD,
+            read_cache_window_ms: DEFAULT_READ_CACHE_WINDOW_MS,
         }
     }
 }
@@ -498,4 +567,24 @@ pub struct FsStats {
     pub finelog_writes: u64,
     /// Small writes that fell back to page CoW.
     pub small_write_fallbacks: u64,
+    /// The read cache's mode (`off`, `rcache`).
+    pub read_cache_mode: String,
+    /// Its DRAM budget in bytes (0 without one).
+    pub read_cache_bytes: u64,
+    /// Pages it holds (`Ready`).
+    pub read_cache_pages: u64,
+    /// Page reads it served from DRAM.
+    pub read_cache_hits: u64,
+    /// Page reads that went to PM with the cache on.
+    pub read_cache_misses: u64,
+    /// Hot pages claimed for copying.
+    pub read_cache_inserts: u64,
+    /// Pages the copier brought into DRAM.
+    pub read_cache_copies: u64,
+    /// Cached pages given up for others (CLOCK).
+    pub read_cache_evictions: u64,
+    /// Cached copies dropped because a write or a free changed their block.
+    pub read_cache_invalidations: u64,
+    /// Hot pages not queued because the copier's queue was full.
+    pub read_cache_dropped: u64,
 }

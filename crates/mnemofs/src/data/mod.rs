@@ -3,7 +3,8 @@
 //! - The **read path** is [`DataPlane::read`]: range lock (shared) → lock-free page
 //!   index → for each page [`DataPlane::read_page_part`], the one place a page's
 //!   bytes are read: the PM page, then the small-write mode's newer bytes over it.
-//!   A DRAM read cache (RCache, DESIGN.md §5) sits in `read_page_part`.
+//!   The DRAM read cache ([`rcache`], RCache, DESIGN.md §5) serves hot pages in
+//!   [`DataPlane::read`] before it reads PM.
 //! - The **write path** is [`DataPlane::write`]: range lock (exclusive, whole pages)
 //!   → the small-write mode ([`SmallWrite`]: `finelog` or `lawn`, for sub-page
 //!   overwrites inside one mapped page) → else page copy-on-write ([`cow`]).
@@ -20,6 +21,7 @@
 pub(crate) mod cow;
 pub(crate) mod finelog;
 pub(crate) mod lawn;
+pub(crate) mod rcache;
 
 use crate::addr::{page_of, page_start};
 use crate::addr::{BlockNo, PmOff};
@@ -54,15 +56,21 @@ pub(crate) enum SmallWrite {
 /// The invalidation point (see the module doc).
 pub(crate) struct Invalidation {
     lawn: Option<Arc<lawn::LawnCore>>,
+    cache: Option<Arc<rcache::Shared>>,
 }
 
 impl Invalidation {
-    /// A sub-page write changed the bytes of page `pg` of `ino` as readers see them
-    /// (in place in its block, or in the LAWN zone). No DRAM copy of file pages
-    /// exists yet; a read cache drops its copy of the page here.
+    /// A sub-page write changed the bytes of page `pg` of `ino` (mapped to `block`)
+    /// as readers see them, in place in its block or in the LAWN zone; the caller
+    /// still holds the page's exclusive range lock. The read cache drops its copy
+    /// of the block (it caches the block's bytes, with zone slices laid over them on
+    /// every read, so a zone write would not need it; an in-place write does).
     #[inline]
-    pub fn page_written(&self, ino: Ino, pg: u64) {
+    pub fn page_written(&self, ino: Ino, pg: u64, block: u64) {
         let _ = (ino, pg);
+        if let Some(c) = &self.cache {
+            c.invalidate(block);
+        }
     }
 }
 
@@ -72,6 +80,15 @@ impl FreeHook for Invalidation {
         // blocks can be reused.
         if let Some(l) = &self.lawn {
             l.before_free(vol, runs);
+        }
+        // The read cache: no copy of a block outlives its free (the block may next
+        // hold another page).
+        if let Some(c) = &self.cache {
+            for &(start, len) in runs {
+                for b in start..start.saturating_add(len) {
+                    c.invalidate(b);
+                }
+            }
         }
     }
 }
@@ -109,6 +126,8 @@ pub(crate) struct SmallWriteStats {
 pub(crate) struct DataPlane {
     pub store: Arc<Store>,
     small: SmallWrite,
+    /// The DRAM read cache (RCache), when the mount has one.
+    rcache: Option<rcache::ReadCache>,
     lock: LockMode,
     inval: Arc<Invalidation>,
     counters: Counters,
@@ -124,12 +143,16 @@ pub(crate) struct DataPlane {
 impl DataPlane {
     /// The invalidation point for a mount whose small-write mode is `small` (built
     /// before the [`Store`], which frees blocks through it).
-    pub fn invalidation(small: &SmallWrite) -> Arc<Invalidation> {
+    pub fn invalidation(
+        small: &SmallWrite,
+        cache: Option<&rcache::ReadCache>,
+    ) -> Arc<Invalidation> {
         Arc::new(Invalidation {
             lawn: match small {
                 SmallWrite::Lawn(l) => Some(l.core.clone()),
                 _ => None,
             },
+            cache: cache.map(|c| c.shared.clone()),
         })
     }
 
@@ -137,12 +160,14 @@ impl DataPlane {
     pub fn new(
         store: Arc<Store>,
         small: SmallWrite,
+        rcache: Option<rcache::ReadCache>,
         inval: Arc<Invalidation>,
         opts: &MountOptions,
     ) -> DataPlane {
         DataPlane {
             store,
             small,
+            rcache,
             lock: opts.lock,
             inval,
             counters: Counters::default(),
@@ -160,7 +185,7 @@ impl DataPlane {
     /// Reads through the lock-free page index (`index` module): the shared range lock
     /// keeps writers, truncation and freeing off these pages, so no state lock is
     /// taken and readers of one file share no cache line in the `segment` mode.
-    pub fn read(&self, inode: &Inode, offset: u64, buf: &mut [u8]) -> Result<usize> {
+    pub fn read(&self, inode: &Arc<Inode>, offset: u64, buf: &mut [u8]) -> Result<usize> {
         let end_req = offset.saturating_add(buf.len() as u64);
         // As in writes: start the lock word's and the index entry's misses together.
         inode.index.prefetch(page_of(offset));
@@ -194,7 +219,17 @@ impl DataPlane {
             let dst = &mut out[(lo - offset) as usize..(hi - offset) as usize];
             match inode.index.get(pg) {
                 0 => dst.fill(0),
-                block => self.read_page_part(inode.ino, pg, block, lo, dst),
+                block => match &self.rcache {
+                    Some(c) => {
+                        if c.read(block, (lo - pstart) as usize, dst) {
+                            self.overlay(inode.ino, pg, block, lo, dst);
+                        } else {
+                            self.read_page_part(inode.ino, pg, block, lo, dst);
+                            c.missed(inode, pg, block);
+                        }
+                    }
+                    None => self.read_page_part(inode.ino, pg, block, lo, dst),
+                },
             }
         }
         Ok(n as usize)
@@ -211,6 +246,13 @@ impl DataPlane {
         self.store
             .vol
             .read(BlockNo(block).off() + (lo - pstart), dst);
+        self.overlay(ino, pg, block, lo, dst);
+    }
+
+    /// Lays the small-write mode's newer bytes (LAWN zone slices) of page `pg` over
+    /// `dst`, which holds the block's bytes `[lo, lo + dst.len())`.
+    #[inline]
+    fn overlay(&self, ino: Ino, pg: u64, block: u64, lo: u64, dst: &mut [u8]) {
         if let SmallWrite::Lawn(l) = &self.small {
             // LAWN: newer slices in the zone.
             l.core.overlay(&self.store.vol, ino, pg, block, lo, dst);
@@ -319,7 +361,7 @@ impl DataPlane {
         if let (Some(staged), SmallWrite::Lawn(l)) = (staged, &self.small) {
             l.finish(vol, staged);
         }
-        self.inval.page_written(inode.ino, pg);
+        self.inval.page_written(inode.ino, pg, block);
         Ok(Some(data.len()))
     }
 
@@ -428,11 +470,20 @@ impl DataPlane {
         }
     }
 
-    /// Stops the small-write mode's background work (unmount).
-    pub fn stop(&self) {
+    /// Stops the background work: LAWN's write-back, the read cache's copier
+    /// (unmount).
+    pub fn stop(&mut self) {
         if let SmallWrite::Lawn(l) = &self.small {
             l.stop_writeback();
         }
+        if let Some(c) = &mut self.rcache {
+            c.stop();
+        }
+    }
+
+    /// Figures of the read cache (`None` without one).
+    pub fn read_cache_stats(&self) -> Option<rcache::ReadCacheStats> {
+        self.rcache.as_ref().map(|c| c.stats())
     }
 
     /// Figures of the small-write paths.

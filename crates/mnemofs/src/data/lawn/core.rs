@@ -59,6 +59,8 @@ pub(crate) struct LawnCore {
     pub stop: AtomicBool,
     /// How descriptors are stored (chosen at mount, see [`Lawn::new`]).
     pub desc_store: Store16,
+    /// The read cache, whose copies of blocks a write-back changes are dropped.
+    pub cache: Option<std::sync::Arc<crate::data::rcache::Shared>>,
 }
 
 impl TableHint {

@@ -75,7 +75,13 @@ impl Lawn {
     /// `Vol::calibrate_store16` measures cheaper over the (clear) descriptors of up
     /// to 256 free slots, one per descriptor line: the region is quiescent until mount
     /// returns, and only those 16-byte words are stored (zeros over zeros).
-    pub fn new(pm: &Vol, geo: Geometry, subs: Vec<SubZone>, desc_store: Option<Store16>) -> Lawn {
+    pub fn new(
+        pm: &Vol,
+        geo: Geometry,
+        subs: Vec<SubZone>,
+        desc_store: Option<Store16>,
+        cache: Option<Arc<crate::data::rcache::Shared>>,
+    ) -> Lawn {
         let desc_store = desc_store.unwrap_or_else(|| {
             let offs: Vec<crate::addr::PmOff> = subs
                 .first()
@@ -112,6 +118,7 @@ impl Lawn {
                 kicked: CachePadded::new(AtomicBool::new(false)),
                 stop: AtomicBool::new(false),
                 desc_store,
+                cache,
             }),
             thread: Mutex::new(None),
         }

@@ -78,6 +78,13 @@ impl LawnCore {
         }
         // Fence: the file holds the zone copies before their descriptors go.
         pm.fence();
+        // The blocks' bytes changed (not the file's contents): the read cache's
+        // copies of them go, under the pages' exclusive range locks.
+        if let Some(c) = &self.cache {
+            for r in runs {
+                c.invalidate(r.desc.block);
+            }
+        }
         for r in runs {
             let off = self.geo.desc_off(r.slot);
             descriptor::store(pm, self.desc_store, off, 0);

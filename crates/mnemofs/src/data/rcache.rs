@@ -1,0 +1,1001 @@
+//! RCache (papers/rcache; DESIGN.md §5): a DRAM read cache of hot data pages, on the
+//! data plane's read path.
+//!
+//! - **Entries.** One table of `sets × WAYS` entries (set-associative, keyed by the
+//!   PM block that holds the page), each owning one DRAM page, so the DRAM budget is
+//!   exact: `entries × 4 KiB`. An entry is two words: its *validation word* (state,
+//!   reader count, CLOCK reference bit, version) and its key (the block). Every state
+//!   change is a CAS on the validation word, as the paper's Fig. 3:
+//!   `Invalid → InUse` (an inserter claims the entry) `→ Prep` (block recorded; a job
+//!   is queued for the copier) `→ Copy` (the copier claims it) `→ Ready` (the page is
+//!   in DRAM); a reader takes `Ready → InUse(1)`, further readers `InUse(n) →
+//!   InUse(n+1)`, and the last one out returns it to `Ready`. A write takes any of
+//!   `Prep`, `Copy`, `Ready` back to `Invalid`. The version changes whenever an
+//!   entry is claimed for a new block, so that a CAS made on what a thread read
+//!   before the entry was reused fails.
+//! - **No copy on the read path.** A reader that misses reads PM as before; when the
+//!   page is hot (read `threshold` times within one `window`, counted per thread, so
+//!   that counting writes no shared cache line) it claims an entry and queues a job;
+//!   the copier thread fills the page. Readers of a `Ready` entry copy from DRAM.
+//! - **What an entry holds, and why it is never stale.** An entry holds the bytes
+//!   of its PM block (LAWN's zone slices are laid over them on every read, as over
+//!   the PM page). The copier copies under the page's shared range lock after
+//!   checking that the block still maps the page. Every change of a block's bytes
+//!   is made under the page's exclusive range lock and invalidates the block's
+//!   entries before the lock is released (the data plane's invalidation point:
+//!   LAWN and fine-log in-place writes, LAWN write-back), and so is every free of a
+//!   block that was mapped (page CoW, truncate, hole punch, fallocate, unlink: the
+//!   store's free hook). So a reader, which holds the page's shared range lock,
+//!   finds either no entry or one equal to the PM block; and a copy that overlapped
+//!   a change ends `Invalid`, because the change's invalidation turns `Copy` into
+//!   `Invalid` and the copier's `Copy → Ready` then fails. An insert of a block can
+//!   never race with an invalidation of the same block (the range locks keep them
+//!   apart), which is why an invalidation skips entries an inserter is filling.
+//! - **Budget and eviction.** Fixed: a set's entries are reused in CLOCK order
+//!   (second chance: a hit sets the reference bit, an inserter looking for a victim
+//!   clears it). Nothing is persistent; a mount starts with an empty cache and a
+//!   crash cannot expose it.
+//!
+//! Why not a cache crate (quick_cache, moka): both own their values and manage them
+//! behind their own (sharded) locks, with no way to express the five-state protocol
+//! that lets the copier fill a page outside the read path and a write invalidate a
+//! page a reader is about to claim. A CLOCK over a fixed set-associative table is a
+//! few lines on top of the protocol and needs no allocation after mount.
+
+use crate::addr::{page_start, BlockNo};
+use crate::format::BLOCK;
+use crate::inode::Inode;
+use crate::vol::Vol;
+use crossbeam_utils::CachePadded;
+use std::cell::RefCell;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{
+    sync_channel, Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError,
+};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Entries per set.
+pub(crate) const WAYS: usize = 8;
+
+const INVALID: u64 = 0;
+const IN_USE: u64 = 1;
+const PREP: u64 = 2;
+const COPY: u64 = 3;
+const READY: u64 = 4;
+const STATE_MASK: u64 = 0b111;
+const READER_SHIFT: u32 = 3;
+const READER_ONE: u64 = 1 << READER_SHIFT;
+const READER_MAX: u64 = (1 << 20) - 1;
+const READER_MASK: u64 = READER_MAX << READER_SHIFT;
+const REF: u64 = 1 << 23;
+const VER_SHIFT: u32 = 24;
+
+fn state(w: u64) -> u64 {
+    w & STATE_MASK
+}
+
+fn readers(w: u64) -> u64 {
+    (w & READER_MASK) >> READER_SHIFT
+}
+
+fn version(w: u64) -> u64 {
+    w >> VER_SHIFT
+}
+
+fn word(state: u64, readers: u64, reference: bool, version: u64) -> u64 {
+    state | (readers << READER_SHIFT) | if reference { REF } else { 0 } | (version << VER_SHIFT)
+}
+
+/// The atomic word the protocol runs on: `AtomicU64`, or shuttle's in the model test.
+pub(crate) trait Word: Send + Sync {
+    fn new(v: u64) -> Self;
+    fn load(&self, o: Ordering) -> u64;
+    fn store(&self, v: u64, o: Ordering);
+    /// Compare-and-swap (acquire-release on success, acquire on failure).
+    fn cas(&self, cur: u64, new: u64) -> Result<u64, u64>;
+    /// Waiting for readers to leave an entry (a spin hint; the model yields).
+    fn pause();
+}
+
+impl Word for AtomicU64 {
+    fn new(v: u64) -> Self {
+        AtomicU64::new(v)
+    }
+    #[inline]
+    fn load(&self, o: Ordering) -> u64 {
+        AtomicU64::load(self, o)
+    }
+    #[inline]
+    fn store(&self, v: u64, o: Ordering) {
+        AtomicU64::store(self, v, o)
+    }
+    #[inline]
+    fn cas(&self, cur: u64, new: u64) -> Result<u64, u64> {
+        self.compare_exchange(cur, new, Ordering::AcqRel, Ordering::Acquire)
+    }
+    fn pause() {
+        std::hint::spin_loop();
+    }
+}
+
+struct Entry<W> {
+    word: W,
+    key: W,
+}
+
+/// What an invalidation or insert did (for the counters).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Claim {
+    /// The entry claimed.
+    pub entry: usize,
+    /// Its new version (the copier's job names it).
+    pub version: u64,
+    /// A `Ready` page was evicted to make room.
+    pub evicted: bool,
+}
+
+/// The entry table and its DRAM pages: the lock-free protocol (module doc).
+pub(crate) struct Table<W: Word> {
+    entries: Box<[Entry<W>]>,
+    /// log2 of the number of sets.
+    set_bits: u32,
+    page_size: usize,
+    /// `entries.len() × page_size` bytes; page `i` belongs to entry `i`.
+    pages: NonNull<u8>,
+    pages_len: usize,
+}
+
+// SAFETY: the table's pages are reached only through the protocol: an entry's page
+// is written only by the one thread that moved it to `Copy` (no reader reads a page
+// in `Copy`), and read only by threads holding a reader count (no writer writes a
+// page whose entry is `InUse` with readers). The words are atomics.
+unsafe impl<W: Word> Send for Table<W> {}
+// SAFETY: as for `Send`.
+unsafe impl<W: Word> Sync for Table<W> {}
+
+impl<W: Word> Drop for Table<W> {
+    fn drop(&mut self) {
+        // SAFETY: `pages` came from `alloc_pages(pages_len)`, which allocated it
+        // with `pages_layout(pages_len)`, and is freed once, here.
+        unsafe { std::alloc::dealloc(self.pages.as_ptr(), pages_layout(self.pages_len)) };
+    }
+}
+
+/// Alignment of the page store: 2 MiB, so that the kernel can back it with
+/// transparent huge pages (one TLB entry for 512 cached pages).
+const PAGES_ALIGN: usize = 2 << 20;
+
+fn pages_layout(len: usize) -> std::alloc::Layout {
+    std::alloc::Layout::from_size_align(len.max(1), PAGES_ALIGN)
+        .unwrap_or_else(|_| std::alloc::Layout::new::<u8>())
+}
+
+/// Zeroed, 2 MiB-aligned memory for the pages (the kernel maps it in on first
+/// touch, so an unused budget costs no DRAM), advised for huge pages.
+fn alloc_pages(len: usize) -> NonNull<u8> {
+    let layout = pages_layout(len);
+    // SAFETY: the layout has a non-zero size.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) };
+    let Some(p) = NonNull::new(p) else {
+        std::alloc::handle_alloc_error(layout)
+    };
+    // SAFETY: `p` is the start of a mapping of `layout.size()` bytes this table owns;
+    // the advice changes only how the kernel backs it (refused advice is harmless).
+    unsafe { libc::madvise(p.as_ptr().cast(), layout.size(), libc::MADV_HUGEPAGE) };
+    p
+}
+
+/// Fibonacci hashing: use the product's top bits (they depend on every bit of the
+/// key), so that neighbouring blocks spread over sets and hotness slots.
+fn hash(key: u64) -> u64 {
+    key.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+impl<W: Word> Table<W> {
+    /// A table of at least `entries` entries (rounded up to whole sets of a
+    /// power-of-two count), each with a page of `page_size` bytes.
+    pub fn new(entries: usize, page_size: usize) -> Table<W> {
+        let sets = entries.div_ceil(WAYS).max(1).next_power_of_two();
+        let n = sets * WAYS;
+        let pages_len = n * page_size;
+        let pages = alloc_pages(pages_len);
+        Table {
+            entries: (0..n)
+                .map(|_| Entry {
+                    word: W::new(INVALID),
+                    key: W::new(0),
+                })
+                .collect(),
+            set_bits: sets.trailing_zeros(),
+            page_size,
+            pages,
+            pages_len,
+        }
+    }
+
+    /// Entries (= DRAM pages) of the table.
+    pub fn capacity(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// The set of `key`: blocks `8k..8k+7` share one, and consecutive groups take
+    /// consecutive sets, so that a file's consecutive blocks (laid out together by
+    /// the allocator) land in consecutive DRAM pages: a sequential reader then
+    /// streams through DRAM as it would through PM, and the hardware prefetchers
+    /// follow (a hashed placement measured 4× slower than reading the image itself
+    /// on a DRAM-backed image).
+    fn set(&self, key: u64) -> std::ops::Range<usize> {
+        let mask = (1usize << self.set_bits) - 1;
+        let s = ((key / WAYS as u64) as usize & mask) * WAYS;
+        s..s + WAYS
+    }
+
+    fn page_ptr(&self, i: usize) -> *mut u8 {
+        // SAFETY: `i < entries.len()`, so the page lies inside the allocation.
+        unsafe { self.pages.as_ptr().add(i * self.page_size) }
+    }
+
+    /// On a hit, copies the cached bytes `[off, off + dst.len())` of `key`'s page
+    /// into `dst` and returns true. Lock-free.
+    #[inline]
+    pub fn read(&self, key: u64, off: usize, dst: &mut [u8]) -> bool {
+        for i in self.set(key) {
+            let e = &self.entries[i];
+            let mut w = e.word.load(Ordering::Acquire);
+            loop {
+                let st = state(w);
+                let readable = st == READY || (st == IN_USE && readers(w) > 0);
+                if !readable || readers(w) == READER_MAX || e.key.load(Ordering::Acquire) != key {
+                    break;
+                }
+                let new = if st == READY {
+                    word(IN_USE, 1, false, version(w))
+                } else {
+                    w + READER_ONE
+                };
+                match e.word.cas(w, new) {
+                    Ok(_) => {
+                        // The version did not change since `w` was read, so the
+                        // entry still holds `key`; a reader count keeps it so.
+                        let len = dst.len().min(self.page_size.saturating_sub(off));
+                        // SAFETY: the entry is `InUse` with our reader count: no
+                        // thread writes its page until the count is gone, and the
+                        // range lies inside the page.
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(
+                                self.page_ptr(i).add(off),
+                                dst.as_mut_ptr(),
+                                len,
+                            );
+                        }
+                        self.leave(e);
+                        return true;
+                    }
+                    Err(cur) => w = cur,
+                }
+            }
+        }
+        false
+    }
+
+    /// A reader leaves entry `e`; the last one returns it to `Ready`, referenced.
+    fn leave(&self, e: &Entry<W>) {
+        let mut w = e.word.load(Ordering::Relaxed);
+        loop {
+            let new = if readers(w) <= 1 {
+                word(READY, 0, true, version(w))
+            } else {
+                w - READER_ONE
+            };
+            match e.word.cas(w, new) {
+                Ok(_) => return,
+                Err(cur) => w = cur,
+            }
+        }
+    }
+
+    /// Invalidates every entry of `key` (its bytes changed, or its block is being
+    /// freed); waits for readers of such an entry to leave. Returns how many
+    /// entries it invalidated.
+    pub fn invalidate(&self, key: u64) -> u32 {
+        let mut n = 0;
+        for i in self.set(key) {
+            let e = &self.entries[i];
+            loop {
+                let w = e.word.load(Ordering::Acquire);
+                let st = state(w);
+                // Free, or being filled by an inserter (never for `key`: module doc).
+                if st == INVALID || (st == IN_USE && readers(w) == 0) {
+                    break;
+                }
+                if e.key.load(Ordering::Acquire) != key {
+                    break;
+                }
+                if st == IN_USE {
+                    W::pause();
+                    continue;
+                }
+                if e.word.cas(w, word(INVALID, 0, false, version(w))).is_ok() {
+                    n += 1;
+                    break;
+                }
+            }
+        }
+        n
+    }
+
+    /// Claims an entry for `key` (not in the table yet) and leaves it `Prep`: the
+    /// caller queues a copier job for it (or calls [`abort`](Self::abort)). `None`
+    /// when `key` has an entry already or every entry of its set is busy (being
+    /// read, filled or copied) or was referenced since the last look.
+    pub fn claim(&self, key: u64) -> Option<Claim> {
+        let set = self.set(key);
+        for i in set.clone() {
+            let e = &self.entries[i];
+            let w = e.word.load(Ordering::Acquire);
+            let st = state(w);
+            if st != INVALID
+                && !(st == IN_USE && readers(w) == 0)
+                && e.key.load(Ordering::Acquire) == key
+            {
+                return None;
+            }
+        }
+        // A free entry, else a Ready one without readers and not referenced since
+        // the last pass (CLOCK: a referenced one loses its bit and is passed over).
+        // The block's home way first (block `8k + j` in way `j`: a run of blocks in
+        // consecutive pages), if free.
+        let home = set.start + (key % WAYS as u64) as usize;
+        let hw = self.entries[home].word.load(Ordering::Acquire);
+        let mut victim = (state(hw) == INVALID).then_some((home, hw));
+        'find: for pass in 0..2 {
+            if victim.is_some() {
+                break;
+            }
+            for i in set.clone() {
+                let e = &self.entries[i];
+                let w = e.word.load(Ordering::Acquire);
+                if state(w) == INVALID {
+                    victim = Some((i, w));
+                    break 'find;
+                }
+                if pass == 0 {
+                    continue;
+                }
+                if state(w) == READY && readers(w) == 0 {
+                    if w & REF != 0 {
+                        let _ = e.word.cas(w, w & !REF);
+                    } else {
+                        victim = Some((i, w));
+                        break 'find;
+                    }
+                }
+            }
+        }
+        let victim = victim.or_else(|| {
+            // Every Ready entry was referenced: take the first that still is Ready.
+            set.clone().find_map(|i| {
+                let w = self.entries[i].word.load(Ordering::Acquire);
+                (state(w) == READY && readers(w) == 0).then_some((i, w))
+            })
+        });
+        let (i, w) = victim?;
+        let e = &self.entries[i];
+        let ver = (version(w) + 1) & ((1 << (64 - VER_SHIFT)) - 1);
+        e.word.cas(w, word(IN_USE, 0, false, ver)).ok()?;
+        e.key.store(key, Ordering::Relaxed);
+        e.word.store(word(PREP, 0, false, ver), Ordering::Release);
+        Some(Claim {
+            entry: i,
+            version: ver,
+            evicted: state(w) == READY,
+        })
+    }
+
+    /// Gives up a claimed entry whose job could not be queued.
+    pub fn abort(&self, entry: usize, ver: u64) {
+        let _ = self.entries[entry]
+            .word
+            .cas(word(PREP, 0, false, ver), word(INVALID, 0, false, ver));
+    }
+
+    /// The copier's part: moves `entry` (version `ver`) from `Prep` to `Copy`, lets
+    /// `fill` write its page (false: the block no longer maps the page), then to
+    /// `Ready`. Returns whether the entry became `Ready` (false also when a write
+    /// invalidated it meanwhile, or the job is stale).
+    pub fn copy(&self, entry: usize, ver: u64, fill: impl FnOnce(&mut [u8]) -> bool) -> bool {
+        let Some(e) = self.entries.get(entry) else {
+            return false;
+        };
+        if e.word
+            .cas(word(PREP, 0, false, ver), word(COPY, 0, false, ver))
+            .is_err()
+        {
+            return false;
+        }
+        // SAFETY: the entry is `Copy` and we moved it there: no reader reads its page
+        // (readers take only `Ready` or `InUse` entries with readers) and no other
+        // thread writes it (only the one that moved it to `Copy`).
+        let page = unsafe { std::slice::from_raw_parts_mut(self.page_ptr(entry), self.page_size) };
+        if !fill(page) {
+            let _ = e
+                .word
+                .cas(word(COPY, 0, false, ver), word(INVALID, 0, false, ver));
+            return false;
+        }
+        e.word
+            .cas(word(COPY, 0, false, ver), word(READY, 0, true, ver))
+            .is_ok()
+    }
+
+    /// Entries in each state: (invalid, in use, prep, copy, ready) and the reader
+    /// counts summed (tests: quiescence, leaks).
+    pub fn census(&self) -> ([usize; 5], u64) {
+        let mut c = [0usize; 5];
+        let mut r = 0;
+        for e in self.entries.iter() {
+            let w = e.word.load(Ordering::Acquire);
+            if let Some(x) = c.get_mut(state(w) as usize) {
+                *x += 1;
+            }
+            r += readers(w);
+        }
+        (c, r)
+    }
+}
+
+// ------------------------------------------------------------------ hotness --
+
+/// Slots of each thread's hotness table (4 bytes each: 256 KiB per reading thread).
+const HEAT_SLOTS: usize = 1 << 16;
+
+thread_local! {
+    /// Per thread: direct-mapped (block tag 20 bits, count 4 bits, window 8 bits).
+    static HEAT: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Counts a read of `block` by this thread in window `tick`; true when it is the
+/// `threshold`-th in this window (the count then starts over).
+fn hot(block: u64, tick: u64, threshold: u32) -> bool {
+    let h = hash(block);
+    let slot = (h >> (64 - HEAT_SLOTS.trailing_zeros())) as usize;
+    let tag = ((h >> 20) & 0xF_FFFF) as u32;
+    let t = (tick & 0xFF) as u32;
+    HEAT.with(|heat| {
+        let mut heat = heat.borrow_mut();
+        if heat.is_empty() {
+            heat.resize(HEAT_SLOTS, 0);
+        }
+        let v = heat[slot];
+        let count = if v >> 12 == tag && v & 0xFF == t {
+            ((v >> 8) & 0xF) + 1
+        } else {
+            1
+        };
+        if count >= threshold {
+            heat[slot] = 0;
+            return true;
+        }
+        heat[slot] = (tag << 12) | (count.min(15) << 8) | t;
+        false
+    })
+}
+
+// ---------------------------------------------------------------- the cache --
+
+/// Options of the read cache (`MountOptions`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadCacheParams {
+    /// DRAM budget in bytes (rounded to whole sets of 8 pages).
+    pub bytes: u64,
+    /// Reads of a page within one window that make it hot (1..=15).
+    pub threshold: u32,
+    /// The hotness window.
+    pub window: Duration,
+}
+
+/// Counters, striped by thread so that hits do not share a cache line.
+#[derive(Default)]
+struct Stripe {
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+const STRIPES: usize = 16;
+
+/// The cache's shared half: the table, counters, the window clock.
+pub(crate) struct Shared {
+    pub table: Table<AtomicU64>,
+    stripes: Box<[CachePadded<Stripe>]>,
+    tick: CachePadded<AtomicU64>,
+    inserts: CachePadded<AtomicU64>,
+    copies: AtomicU64,
+    evictions: AtomicU64,
+    invalidations: AtomicU64,
+    dropped: AtomicU64,
+}
+
+fn stripe() -> usize {
+    thread_local! {
+        static STRIPE: usize = {
+            static NEXT: AtomicU64 = AtomicU64::new(0);
+            NEXT.fetch_add(1, Ordering::Relaxed) as usize % STRIPES
+        };
+    }
+    STRIPE.with(|s| *s)
+}
+
+impl Shared {
+    /// Invalidates the cached copy of `block` (the data plane's invalidation point).
+    #[inline]
+    pub fn invalidate(&self, block: u64) {
+        let n = self.table.invalidate(block);
+        if n > 0 {
+            self.invalidations
+                .fetch_add(u64::from(n), Ordering::Relaxed);
+        }
+    }
+}
+
+/// A copier job: fill `entry` (version `version`) with `block`, page `pg` of
+/// `inode`.
+struct Job {
+    entry: usize,
+    version: u64,
+    block: u64,
+    pg: u64,
+    inode: Arc<Inode>,
+}
+
+/// Figures of the read cache (`FsStats`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ReadCacheStats {
+    pub bytes: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub inserts: u64,
+    pub copies: u64,
+    pub evictions: u64,
+    pub invalidations: u64,
+    pub dropped: u64,
+    pub ready: u64,
+}
+
+/// The mount's read cache: the shared table, the copier thread and its queue.
+pub(crate) struct ReadCache {
+    pub shared: Arc<Shared>,
+    tx: SyncSender<Job>,
+    threshold: u32,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Jobs the copier may have queued; an insert finding the queue full is dropped.
+const QUEUE: usize = 4096;
+
+impl ReadCache {
+    /// Starts an empty cache of `p.bytes` and its copier thread, which reads PM
+    /// through `vol`.
+    pub fn start(p: &ReadCacheParams, vol: Arc<Vol>) -> std::io::Result<ReadCache> {
+        let pages = (p.bytes / BLOCK).max(WAYS as u64) as usize;
+        let shared = Arc::new(Shared {
+            table: Table::new(pages, BLOCK as usize),
+            stripes: (0..STRIPES).map(|_| CachePadded::default()).collect(),
+            tick: CachePadded::new(AtomicU64::new(0)),
+            inserts: CachePadded::default(),
+            copies: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
+            invalidations: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+        });
+        let (tx, rx) = sync_channel(QUEUE);
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (shared, stop) = (shared.clone(), stop.clone());
+            let window = p.window.max(Duration::from_millis(1));
+            std::thread::Builder::new()
+                .name("mnemofs-rcache".into())
+                .spawn(move || copier(&shared, &vol, &rx, &stop, window))?
+        };
+        Ok(ReadCache {
+            shared,
+            tx,
+            threshold: p.threshold.clamp(1, 15),
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// A hit: `dst` holds the bytes at `off` of `block`'s page from DRAM.
+    #[inline]
+    pub fn read(&self, block: u64, off: usize, dst: &mut [u8]) -> bool {
+        let s = &self.shared.stripes[stripe()];
+        if self.shared.table.read(block, off, dst) {
+            s.hits.fetch_add(1, Ordering::Relaxed);
+            true
+        } else {
+            s.misses.fetch_add(1, Ordering::Relaxed);
+            false
+        }
+    }
+
+    /// A miss of `block` (page `pg` of `inode`) was read from PM: counts it, and
+    /// when the page is hot, claims an entry and queues it for the copier. The
+    /// caller holds the page's shared range lock.
+    #[inline]
+    pub fn missed(&self, inode: &Arc<Inode>, pg: u64, block: u64) {
+        let tick = self.shared.tick.load(Ordering::Relaxed);
+        if !hot(block, tick, self.threshold) {
+            return;
+        }
+        let Some(c) = self.shared.table.claim(block) else {
+            return;
+        };
+        let job = Job {
+            entry: c.entry,
+            version: c.version,
+            block,
+            pg,
+            inode: inode.clone(),
+        };
+        match self.tx.try_send(job) {
+            Ok(()) => {
+                self.shared.inserts.fetch_add(1, Ordering::Relaxed);
+                if c.evicted {
+                    self.shared.evictions.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Err(TrySendError::Full(j) | TrySendError::Disconnected(j)) => {
+                self.shared.table.abort(j.entry, j.version);
+                self.shared.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The cache's figures.
+    pub fn stats(&self) -> ReadCacheStats {
+        let s = &self.shared;
+        let (census, _) = s.table.census();
+        ReadCacheStats {
+            bytes: (s.table.capacity() as u64) * BLOCK,
+            hits: s
+                .stripes
+                .iter()
+                .map(|x| x.hits.load(Ordering::Relaxed))
+                .sum(),
+            misses: s
+                .stripes
+                .iter()
+                .map(|x| x.misses.load(Ordering::Relaxed))
+                .sum(),
+            inserts: s.inserts.load(Ordering::Relaxed),
+            copies: s.copies.load(Ordering::Relaxed),
+            evictions: s.evictions.load(Ordering::Relaxed),
+            invalidations: s.invalidations.load(Ordering::Relaxed),
+            dropped: s.dropped.load(Ordering::Relaxed),
+            ready: census[READY as usize] as u64,
+        }
+    }
+
+    /// Stops the copier (unmount; also on drop).
+    pub fn stop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for ReadCache {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Polls of an empty queue (each after a short sleep) before the copier blocks on
+/// it; while it polls, a reader that queues a job makes no system call.
+const IDLE_POLLS: u32 = 64;
+/// Sleep between polls: the most a queued page waits before it is copied while
+/// jobs keep coming.
+const POLL_SLEEP: Duration = Duration::from_micros(250);
+
+/// The copier thread: fills queued entries, and advances the hotness window. While
+/// jobs come it polls the queue (a reader's `try_send` then never has to wake it,
+/// which would cost the reader a futex call); after `IDLE_POLLS` empty polls it
+/// blocks until a job comes or the window ends.
+fn copier(shared: &Shared, vol: &Vol, rx: &Receiver<Job>, stop: &AtomicBool, window: Duration) {
+    let mut next_tick = Instant::now() + window;
+    let mut idle = 0u32;
+    while !stop.load(Ordering::Acquire) {
+        let job = match rx.try_recv() {
+            Ok(job) => Some(job),
+            Err(TryRecvError::Disconnected) => break,
+            Err(TryRecvError::Empty) if idle < IDLE_POLLS => {
+                idle += 1;
+                std::thread::sleep(POLL_SLEEP);
+                None
+            }
+            Err(TryRecvError::Empty) => {
+                let wait = next_tick
+                    .saturating_duration_since(Instant::now())
+                    .min(Duration::from_millis(20));
+                match rx.recv_timeout(wait) {
+                    Ok(job) => Some(job),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            }
+        };
+        if let Some(job) = job {
+            idle = 0;
+            let ok = shared.table.copy(job.entry, job.version, |page| {
+                let start = page_start(job.pg);
+                // The page's shared range lock: no write changes the block while it
+                // is copied, and the block is checked to still map the page.
+                let _r = job.inode.data.read(start, start + BLOCK);
+                if job.inode.index.dead() || job.inode.index.get(job.pg) != job.block {
+                    return false;
+                }
+                vol.read(BlockNo(job.block).off(), page);
+                true
+            });
+            if ok {
+                shared.copies.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let now = Instant::now();
+        if now >= next_tick {
+            shared.tick.fetch_add(1, Ordering::Relaxed);
+            next_tick = now + window;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn insert_copy_hit_invalidate() {
+        let t: Table<AtomicU64> = Table::new(16, 64);
+        assert_eq!(t.capacity(), 16);
+        let mut buf = [0u8; 8];
+        assert!(!t.read(7, 0, &mut buf));
+        let c = t.claim(7).unwrap();
+        assert!(t.claim(7).is_none(), "one entry per block");
+        assert!(!t.read(7, 0, &mut buf), "a Prep entry is not readable");
+        assert!(t.copy(c.entry, c.version, |p| {
+            p.fill(9);
+            true
+        }));
+        assert!(t.read(7, 8, &mut buf));
+        assert_eq!(buf, [9; 8]);
+        assert_eq!(t.invalidate(7), 1);
+        assert!(!t.read(7, 0, &mut buf));
+        // A stale job does nothing.
+        assert!(!t.copy(c.entry, c.version, |_| true));
+        let (census, readers) = t.census();
+        assert_eq!((census[INVALID as usize], readers), (16, 0));
+    }
+
+    #[test]
+    fn an_invalidation_during_the_copy_wins() {
+        let t: Table<AtomicU64> = Table::new(8, 64);
+        let c = t.claim(3).unwrap();
+        assert!(!t.copy(c.entry, c.version, |_| {
+            assert_eq!(t.invalidate(3), 1);
+            true
+        }));
+        assert!(!t.read(3, 0, &mut [0u8; 4]));
+    }
+
+    #[test]
+    fn a_full_set_evicts_in_clock_order() {
+        // One set: every key lands in it.
+        let t: Table<AtomicU64> = Table::new(WAYS, 64);
+        for k in 0..WAYS as u64 {
+            let c = t.claim(k).unwrap();
+            assert!(!c.evicted);
+            assert!(t.copy(c.entry, c.version, |p| {
+                p.fill(k as u8);
+                true
+            }));
+        }
+        // All referenced (fresh): the first pass clears the bits, the victim is the
+        // first unreferenced one.
+        let c = t.claim(100).unwrap();
+        assert!(c.evicted);
+        assert!(t.copy(c.entry, c.version, |_| true));
+        let (census, _) = t.census();
+        assert_eq!(census[READY as usize], WAYS);
+        // Key 1 read (referenced again) survives the next eviction; the budget holds.
+        let mut b = [0u8; 1];
+        let had_1 = t.read(1, 0, &mut b);
+        let c = t.claim(101).unwrap();
+        assert!(c.evicted);
+        assert!(t.copy(c.entry, c.version, |_| true));
+        if had_1 {
+            assert!(t.read(1, 0, &mut b), "a referenced page is passed over");
+            assert_eq!(b, [1]);
+        }
+        assert_eq!(t.census().0[READY as usize], WAYS);
+    }
+
+    #[test]
+    fn hotness_counts_within_a_window() {
+        let b = 0xABCDEF;
+        assert!(!hot(b, 5, 3));
+        assert!(!hot(b, 5, 3));
+        assert!(hot(b, 5, 3));
+        // Starts over after a hit, and in a new window.
+        assert!(!hot(b, 5, 3));
+        assert!(!hot(b, 6, 3));
+        assert!(!hot(b, 6, 3));
+        assert!(hot(b, 6, 3));
+        assert!(hot(b + 1, 0, 1));
+        // A sequential pass over 16384 blocks, twice: every block is hot on the
+        // second read (the table separates neighbouring blocks).
+        let hot_ones = (0..2)
+            .flat_map(|_| 1000..17384u64)
+            .filter(|&b| hot(b, 9, 2))
+            .count();
+        assert!(hot_ones > 16384 * 9 / 10, "{hot_ones}");
+    }
+}
+
+/// The protocol under shuttle (module `tests` for the plain cases): readers, a
+/// writer that changes a block and invalidates it under the page's exclusive lock,
+/// an inserter and the copier interleaved at every atomic step. A reader never sees
+/// bytes other than the block's current ones; entries end `Invalid` or `Ready` with
+/// no reader; the budget is the table's size.
+#[cfg(test)]
+mod model {
+    use super::*;
+    use shuttle::sync::atomic::AtomicU64 as SAtomic;
+    use shuttle::sync::{Mutex, RwLock};
+
+    struct ModelWord(SAtomic);
+
+    impl Word for ModelWord {
+        fn new(v: u64) -> Self {
+            ModelWord(SAtomic::new(v))
+        }
+        fn load(&self, o: Ordering) -> u64 {
+            self.0.load(o)
+        }
+        fn store(&self, v: u64, o: Ordering) {
+            self.0.store(v, o)
+        }
+        fn cas(&self, cur: u64, new: u64) -> Result<u64, u64> {
+            self.0
+                .compare_exchange(cur, new, Ordering::AcqRel, Ordering::Acquire)
+        }
+        fn pause() {
+            shuttle::thread::yield_now();
+        }
+    }
+
+    /// The "PM": per block, its current value (a page of 8 bytes holds it), behind
+    /// the page's range lock.
+    struct World {
+        table: Table<ModelWord>,
+        pm: Vec<RwLock<u64>>,
+        jobs: Mutex<Vec<(usize, u64, usize)>>,
+    }
+
+    fn read(w: &World, b: usize) {
+        let g = w.pm[b].read().unwrap();
+        let mut buf = [0u8; 8];
+        let v = if w.table.read(b as u64, 0, &mut buf) {
+            u64::from_le_bytes(buf)
+        } else {
+            // A miss reads PM and inserts (hot at once in the model).
+            if let Some(c) = w.table.claim(b as u64) {
+                w.jobs.lock().unwrap().push((c.entry, c.version, b));
+            }
+            *g
+        };
+        assert_eq!(
+            v, *g,
+            "block {b}: a read returned bytes other than the block's"
+        );
+    }
+
+    fn write(w: &World, b: usize) {
+        let mut g = w.pm[b].write().unwrap();
+        *g += 1;
+        w.table.invalidate(b as u64);
+    }
+
+    fn copy_one(w: &World) {
+        let job = w.jobs.lock().unwrap().pop();
+        if let Some((entry, ver, b)) = job {
+            w.table.copy(entry, ver, |page| {
+                let g = w.pm[b].read().unwrap();
+                page[..8].copy_from_slice(&g.to_le_bytes());
+                shuttle::thread::yield_now();
+                true
+            });
+        }
+    }
+
+    fn scenario(blocks: usize, ways_total: usize, reads: usize) {
+        let w = Arc::new(World {
+            table: Table::new(ways_total, 8),
+            pm: (0..blocks).map(|_| RwLock::new(0)).collect(),
+            jobs: Mutex::new(Vec::new()),
+        });
+        let mut hs = Vec::new();
+        for r in 0..2 {
+            let w = w.clone();
+            hs.push(shuttle::thread::spawn(move || {
+                for i in 0..reads {
+                    read(&w, (r * 3 + i) % blocks);
+                }
+            }));
+        }
+        {
+            let w = w.clone();
+            hs.push(shuttle::thread::spawn(move || {
+                for i in 0..2 {
+                    write(&w, i % blocks);
+                }
+            }));
+        }
+        {
+            let w = w.clone();
+            hs.push(shuttle::thread::spawn(move || {
+                for _ in 0..reads + 1 {
+                    copy_one(&w);
+                    shuttle::thread::yield_now();
+                }
+            }));
+        }
+        for h in hs {
+            h.join().unwrap();
+        }
+        // Quiescent: the queue drained, every block read again (hits now), the
+        // jobs those reads queued drained too.
+        for _ in 0..2 {
+            while !w.jobs.lock().unwrap().is_empty() {
+                copy_one(&w);
+            }
+            for b in 0..blocks {
+                read(&w, b);
+            }
+        }
+        while !w.jobs.lock().unwrap().is_empty() {
+            copy_one(&w);
+        }
+        let (census, readers) = w.table.census();
+        assert_eq!(readers, 0, "a reader count leaked");
+        assert_eq!(
+            census[IN_USE as usize] + census[PREP as usize] + census[COPY as usize],
+            0,
+            "an entry is stuck: {census:?}"
+        );
+        assert_eq!(census.iter().sum::<usize>(), w.table.capacity());
+    }
+
+    fn check(f: impl Fn() + Send + Sync + 'static + Clone) {
+        use shuttle::scheduler::{PctScheduler, RandomScheduler};
+        let mut c = shuttle::Config::new();
+        c.max_steps = shuttle::MaxSteps::FailAfter(200_000);
+        shuttle::Runner::new(RandomScheduler::new_from_seed(0x5eed, 2000), c.clone())
+            .run(f.clone());
+        shuttle::Runner::new(PctScheduler::new_from_seed(0x5eed, 3, 2000), c).run(f);
+    }
+
+    #[test]
+    fn readers_writer_and_copier_interleaved() {
+        check(|| scenario(2, WAYS, 3));
+    }
+
+    #[test]
+    fn evictions_under_a_full_set() {
+        // More blocks than entries (one set): claims evict Ready pages.
+        check(|| scenario(WAYS + 3, WAYS, WAYS));
+    }
+}
