@@ -48,6 +48,10 @@ pub struct MountArgs {
     /// Go through the kernel page cache instead of direct I/O
     #[arg(long)]
     pub no_direct_io: bool,
+    /// Read-only opens read through the engine too, not the kernel page cache
+    /// (by default they use the page cache, kept coherent with every write)
+    #[arg(long)]
+    pub no_page_cache_reads: bool,
     /// Mount options, comma-separated, as mount(8) and fstab give them: ro, rw, dev
     /// (default), nodev, suid (default), nosuid, exec (default), noexec, sync,
     /// dirsync, relatime (default), noatime, strictatime; and mnemofs's own
@@ -239,6 +243,7 @@ fn run_foreground(args: &MountArgs, opts: mnemofs::MountOptions) -> CliResult<()
     let cfg = MountConfig {
         threads: o.threads.unwrap_or(args.threads),
         direct_io: !args.no_direct_io,
+        page_cache_reads: !args.no_page_cache_reads,
         // The mount table names the image, so findmnt, df and `umount IMAGE` find it.
         fsname: std::fs::canonicalize(&args.image)
             .unwrap_or_else(|_| args.image.clone())
@@ -338,6 +343,9 @@ fn spawn_daemon(args: &MountArgs, image: &Path, mountpoint: &Path) -> CliResult<
     cmd.arg("--desc-store").arg(args.desc_store.name());
     if args.no_direct_io {
         cmd.arg("--no-direct-io");
+    }
+    if args.no_page_cache_reads {
+        cmd.arg("--no-page-cache-reads");
     }
     if let Some(o) = &args.options {
         cmd.arg("-o").arg(o);

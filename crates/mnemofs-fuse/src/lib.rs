@@ -7,6 +7,7 @@
 mod adapter;
 mod convert;
 pub mod mountpoint;
+pub mod pagecache;
 mod serve;
 pub mod signals;
 

@@ -21,6 +21,9 @@ pub struct MountConfig {
     pub threads: usize,
     /// Direct I/O: no page cache, every read and write reaches the engine.
     pub direct_io: bool,
+    /// With `direct_io`: read-only opens read through the kernel page cache, kept
+    /// coherent with every write (`pagecache`).
+    pub page_cache_reads: bool,
     /// Let users other than the mounting one in (`allow_other`; for non-root users
     /// this needs `user_allow_other` in /etc/fuse.conf).
     pub allow_other: bool,
@@ -75,6 +78,7 @@ impl Default for MountConfig {
         MountConfig {
             threads: 0,
             direct_io: true,
+            page_cache_reads: true,
             // SAFETY: geteuid has no preconditions and cannot fail.
             allow_other: unsafe { libc::geteuid() } == 0,
             fsname: "mnemofs".to_string(),
@@ -227,8 +231,10 @@ fn serve<E: FileSystem + 'static, F: FnOnce(&Path)>(
             direct_io: cfg.direct_io,
             entry_ttl: cfg.entry_ttl,
             attr_ttl: cfg.attr_ttl,
+            page_cache_reads: cfg.page_cache_reads,
         },
     );
+    let page_cache = adapter.page_cache();
     let mut config = fuser::Config::default();
     config.mount_options = vec![
         MountOption::FSName(cfg.fsname.clone()),
@@ -264,6 +270,8 @@ fn serve<E: FileSystem + 'static, F: FnOnce(&Path)>(
             path: mountpoint.clone(),
             reason: strip_os_error(&e),
         })?;
+    // Page-cache handles only once their writes can invalidate the page cache.
+    page_cache.set_notifier(session.notifier());
     let mut unmounter = session.unmount_callable();
 
     let (tx, rx) = mpsc::channel();

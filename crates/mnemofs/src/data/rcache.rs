@@ -157,9 +157,9 @@ unsafe impl<W: Word> Sync for Table<W> {}
 
 impl<W: Word> Drop for Table<W> {
     fn drop(&mut self) {
-        // SAFETY: `pages` came from `alloc_pages(pages_len)`, which allocated it
-        // with `pages_layout(pages_len)`, and is freed once, here.
-        unsafe { std::alloc::dealloc(self.pages.as_ptr(), pages_layout(self.pages_len)) };
+        // SAFETY: `pages` is the mapping of `pages_len` bytes `map_pages` made for
+        // this table alone; it is unmapped once, here.
+        unsafe { libc::munmap(self.pages.as_ptr().cast(), self.pages_len) };
     }
 }
 
@@ -167,24 +167,45 @@ impl<W: Word> Drop for Table<W> {
 /// transparent huge pages (one TLB entry for 512 cached pages).
 const PAGES_ALIGN: usize = 2 << 20;
 
-fn pages_layout(len: usize) -> std::alloc::Layout {
-    std::alloc::Layout::from_size_align(len.max(1), PAGES_ALIGN)
-        .unwrap_or_else(|_| std::alloc::Layout::new::<u8>())
-}
-
-/// Zeroed, 2 MiB-aligned memory for the pages (the kernel maps it in on first
-/// touch, so an unused budget costs no DRAM), advised for huge pages.
-fn alloc_pages(len: usize) -> NonNull<u8> {
-    let layout = pages_layout(len);
-    // SAFETY: the layout has a non-zero size.
-    let p = unsafe { std::alloc::alloc_zeroed(layout) };
-    let Some(p) = NonNull::new(p) else {
-        std::alloc::handle_alloc_error(layout)
+/// Anonymous memory for `len` bytes of pages (`len` a multiple of 4096), 2 MiB
+/// aligned and advised for huge pages; the kernel maps it in, zeroed, on first
+/// touch, so an unused budget costs no DRAM. Panics (as an allocation failure)
+/// when the address space is exhausted.
+fn map_pages(len: usize) -> NonNull<u8> {
+    let span = len.saturating_add(PAGES_ALIGN);
+    // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            span,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
     };
-    // SAFETY: `p` is the start of a mapping of `layout.size()` bytes this table owns;
-    // the advice changes only how the kernel backs it (refused advice is harmless).
-    unsafe { libc::madvise(p.as_ptr().cast(), layout.size(), libc::MADV_HUGEPAGE) };
-    p
+    if p == libc::MAP_FAILED {
+        let layout = std::alloc::Layout::from_size_align(len.max(1), 4096)
+            .unwrap_or_else(|_| std::alloc::Layout::new::<u8>());
+        std::alloc::handle_alloc_error(layout);
+    }
+    let base = p as usize;
+    let start = base.next_multiple_of(PAGES_ALIGN);
+    // SAFETY: the head and tail cut off lie inside the mapping just made, outside
+    // `[start, start + len)`, and nothing refers to them.
+    unsafe {
+        if start > base {
+            libc::munmap(p, start - base);
+        }
+        let tail = base + span - (start + len);
+        if tail > 0 {
+            libc::munmap((start + len) as *mut libc::c_void, tail);
+        }
+        // Refused advice (no THP) is harmless: 4 KiB pages then.
+        libc::madvise(start as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+    }
+    // SAFETY: `start` lies inside a successful mapping, so it is not null.
+    unsafe { NonNull::new_unchecked(start as *mut u8) }
 }
 
 /// Fibonacci hashing: use the product's top bits (they depend on every bit of the
@@ -200,7 +221,7 @@ impl<W: Word> Table<W> {
         let sets = entries.div_ceil(WAYS).max(1).next_power_of_two();
         let n = sets * WAYS;
         let pages_len = n * page_size;
-        let pages = alloc_pages(pages_len);
+        let pages = map_pages(pages_len);
         Table {
             entries: (0..n)
                 .map(|_| Entry {
