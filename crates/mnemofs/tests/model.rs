@@ -555,12 +555,23 @@ fn compare_dir(fs: &Fs, m: &Model, dir: Ino, seen: &mut HashMap<Ino, Ino>) {
     }
 }
 
-fn run(ops: &[Op], lock: mnemofs::LockMode, small_write: mnemofs::SmallWriteMode) {
+fn run(
+    ops: &[Op],
+    lock: mnemofs::LockMode,
+    small_write: mnemofs::SmallWriteMode,
+    read_cache: mnemofs::ReadCacheMode,
+) {
     let img = common::fresh(32 << 20);
     let opts = mnemofs::MountOptions {
         lock,
         small_write,
         lawn_writeback_thread: true,
+        // With the cache: every page read once is hot (threshold 1) and the budget
+        // is 64 pages, so the comparisons read through hits, misses and evictions.
+        read_cache,
+        read_cache_bytes: 64 * 4096,
+        read_cache_threshold: 1,
+        read_cache_window_ms: 60_000,
         ..common::opts()
     };
     let mount = |img: &common::Img| mnemofs::mount(&img.path, &opts).unwrap();
@@ -612,7 +623,8 @@ proptest! {
         ops in proptest::collection::vec(op(), 100..150),
         lock in proptest::sample::select(mnemofs::LockMode::ALL.iter().map(|x| x.1).collect::<Vec<_>>()),
         small_write in proptest::sample::select(mnemofs::SmallWriteMode::ALL.iter().map(|x| x.1).collect::<Vec<_>>()),
+        read_cache in proptest::sample::select(mnemofs::ReadCacheMode::ALL.iter().map(|x| x.1).collect::<Vec<_>>()),
     ) {
-        run(&ops, lock, small_write);
+        run(&ops, lock, small_write, read_cache);
     }
 }
