@@ -57,6 +57,21 @@ fn check_xattr_name(name: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// ENOSPC unless `name` set to a value of `len` bytes keeps all of the inode's
+/// attributes within 64 KiB of names and values.
+fn xattr_room(s: &InodeState, name: &[u8], len: usize) -> Result<()> {
+    let total: usize = s
+        .xattrs
+        .iter()
+        .filter(|(n, _)| n.as_slice() != name)
+        .map(|(n, (v, _))| n.len() + v.len())
+        .sum();
+    if total + name.len() + len > XATTR_TOTAL_MAX {
+        return Err(FsError::NoSpace);
+    }
+    Ok(())
+}
+
 /// An Xattr entry that sets `name` to `value`.
 fn xattr_set(name: &[u8], value: Vec<u8>, ctime: Timespec) -> Entry {
     Entry::Xattr {
@@ -1008,16 +1023,7 @@ impl Namespace<'_> {
         if flags & libc::XATTR_REPLACE != 0 && !exists {
             return Err(FsError::NoData);
         }
-        // All of an inode's attributes: at most 64 KiB of names and values.
-        let total: usize = s
-            .xattrs
-            .iter()
-            .filter(|(n, _)| n.as_slice() != name)
-            .map(|(n, (v, _))| n.len() + v.len())
-            .sum();
-        if total + name.len() + value.len() > XATTR_TOTAL_MAX {
-            return Err(FsError::NoSpace);
-        }
+        xattr_room(&s, name, value.len())?;
         let e = Entry::Xattr {
             op: XATTR_SET,
             name: name.to_vec(),
@@ -1089,15 +1095,7 @@ impl Namespace<'_> {
                 mode &= !libc::S_ISGID;
             }
         }
-        let total: usize = st
-            .xattrs
-            .iter()
-            .filter(|(n, _)| n.as_slice() != name)
-            .map(|(n, (v, _))| n.len() + v.len())
-            .sum();
-        if total + name.len() + value.len() > XATTR_TOTAL_MAX {
-            return Err(FsError::NoSpace);
-        }
+        xattr_room(&st, name, value.len())?;
         if mode != st.mode || entries.is_empty() {
             let mut snap = st.setattr_entry(0);
             if let Entry::SetAttr {
