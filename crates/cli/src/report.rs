@@ -100,6 +100,15 @@ pub fn render_stats(what: &str, v: &Value) -> String {
         u(v, "lawn_file_writes"),
         u(v, "lawn_writebacks"),
     );
+    if u(v, "lawn_chunks_grown") > 0 || u(v, "lawn_chunk_blocks") > 0 {
+        let _ = writeln!(
+            o,
+            "  LAWN growth   {} in chunks (reclaimable); grew by {} chunks, gave back {}",
+            format_bytes(u(v, "lawn_chunk_blocks").saturating_mul(bs)),
+            u(v, "lawn_chunks_grown"),
+            u(v, "lawn_chunks_shrunk"),
+        );
+    }
     if u(v, "read_cache_bytes") > 0 {
         let _ = writeln!(
             o,
@@ -180,6 +189,9 @@ mod tests {
             lawn_desc_store: "non-temporal".into(),
             lawn_slots_used: 2,
             lawn_slots_free: 98,
+            lawn_chunk_blocks: 0,
+            lawn_chunks_grown: 0,
+            lawn_chunks_shrunk: 0,
             lawn_zone_writes: 1,
             lawn_file_writes: 0,
             lawn_writebacks: 0,

@@ -109,6 +109,8 @@ impl Fs {
                 SmallWrite::Lawn(Lawn::new(
                     &vol,
                     geo,
+                    rec.map,
+                    !opts.lawn_fixed_zone,
                     rec.subs,
                     opts.lawn_desc_store,
                     rcache.as_ref().map(|c| c.shared.clone()),
@@ -121,7 +123,7 @@ impl Fs {
         if let SmallWrite::Lawn(l) = data.small() {
             l.register_recovered(|ino| table.get(ino).ok());
             if opts.lawn_writeback_thread {
-                l.start_writeback(vol);
+                l.start_writeback(store.clone());
             }
         }
         Ok(Fs {
@@ -335,6 +337,14 @@ impl Fs {
         self.data.lawn_writeback()
     }
 
+    /// One pass of LAWN zone growth and shrinking, as the write-back thread makes
+    /// them (mounts without the thread, the crash explorer): grows sub-zones below
+    /// a quarter free while space allows, gives empty chunks back, empties chunks
+    /// while files are short of space. Returns the chunks the zone holds after.
+    pub fn lawn_resize(&self) -> u64 {
+        self.data.lawn_resize()
+    }
+
     // ------------------------------------------------------------ references --
 
     /// Pins the inode: an unlinked file stays readable and writable until `release`.
@@ -431,6 +441,9 @@ impl Fs {
             } else {
                 s.geo.zone_slots
             },
+            lawn_chunk_blocks: sw.chunk_blocks,
+            lawn_chunks_grown: sw.chunks_grown,
+            lawn_chunks_shrunk: sw.chunks_shrunk,
             lawn_zone_writes: sw.zone_writes,
             lawn_file_writes: sw.file_writes,
             lawn_writebacks: sw.writebacks,

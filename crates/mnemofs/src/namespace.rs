@@ -248,13 +248,15 @@ impl Namespace<'_> {
     }
 
     pub fn statfs(&self) -> StatFs {
-        let free = self.store.space.free_blocks();
+        // The LAWN zone's chunks are given back when files need them: free.
+        let zone = self.data.reclaimable_blocks();
+        let free = self.store.space.free_blocks().saturating_add(zone);
         let ifree = self.table.free_count();
         StatFs {
             block_size: BLOCK as u32,
             blocks: self.store.geo.data_blocks(),
             blocks_free: free,
-            blocks_avail: self.store.space.available(),
+            blocks_avail: self.store.space.available().saturating_add(zone),
             files: self.store.geo.inode_count,
             files_free: ifree,
             name_max: NAME_MAX as u32,

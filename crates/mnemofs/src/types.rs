@@ -466,6 +466,11 @@ pub struct MountOptions {
     /// CoW, `Fs::lawn_writeback` or a full zone; the crash explorer's traces must be
     /// deterministic).
     pub lawn_writeback_thread: bool,
+    /// Keep the LAWN zone at its mkfs size. Off (the default), the zone grows by
+    /// chunks of free space when a sub-zone runs low and gives them back
+    /// (docs/FORMAT.md §2.9, "Growth"; done by the write-back thread, or
+    /// [`crate::Fs::lawn_resize`]).
+    pub lawn_fixed_zone: bool,
     /// How LAWN descriptors are stored (`pm::Store16`); `None`: whichever way
     /// `pm::Pm::calibrate_store16` measures cheaper at mount (tests and the crash
     /// explorer name one, for exact counters and deterministic traces).
@@ -496,6 +501,7 @@ impl MountOptions {
             pm_profile: pm::PmProfile::DRAM,
             segment_size: DEFAULT_SEGMENT_SIZE,
             lawn_writeback_thread: true,
+            lawn_fixed_zone: false,
             lawn_desc_store: None,
             atime: AtimeMode::Relatime,
             read_cache: p.read_cache,
@@ -557,6 +563,13 @@ pub struct FsStats {
     pub lawn_slots_used: u64,
     /// LAWN zone slots free.
     pub lawn_slots_free: u64,
+    /// Blocks the LAWN zone's growth chunks hold now (reclaimable: counted free by
+    /// `statfs`).
+    pub lawn_chunk_blocks: u64,
+    /// Chunks the LAWN zone grew by, and gave back, since mount.
+    pub lawn_chunks_grown: u64,
+    /// (See `lawn_chunks_grown`.)
+    pub lawn_chunks_shrunk: u64,
     /// Small writes LAWN put in a zone slot.
     pub lawn_zone_writes: u64,
     /// Small writes LAWN made in place, in the file's page.

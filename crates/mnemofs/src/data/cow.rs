@@ -371,6 +371,18 @@ impl DataPlane {
         len: u64,
         mode: i32,
     ) -> Result<()> {
+        let pages = len.div_ceil(BLOCK).saturating_add(2);
+        self.with_reclaim(pages, || self.fallocate_once(table, ino, offset, len, mode))
+    }
+
+    fn fallocate_once(
+        &self,
+        table: &InodeTable,
+        ino: Ino,
+        offset: u64,
+        len: u64,
+        mode: i32,
+    ) -> Result<()> {
         if len == 0 {
             return Err(FsError::Invalid("fallocate of zero bytes"));
         }

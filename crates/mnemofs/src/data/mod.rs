@@ -114,6 +114,9 @@ struct LazyTimes {
 pub(crate) struct SmallWriteStats {
     pub slots_used: u64,
     pub slots_free: u64,
+    pub chunk_blocks: u64,
+    pub chunks_grown: u64,
+    pub chunks_shrunk: u64,
     pub zone_writes: u64,
     pub file_writes: u64,
     pub writebacks: u64,
@@ -267,6 +270,44 @@ impl DataPlane {
     /// Writes `data` at `offset` (or, with `None`, at the end of file, atomically);
     /// returns the offset written at and the bytes written.
     pub fn write(
+        &self,
+        inode: &Arc<Inode>,
+        offset: Option<u64>,
+        data: &[u8],
+    ) -> Result<(u64, usize)> {
+        let pages = (data.len() as u64).div_ceil(BLOCK).saturating_add(1);
+        self.with_reclaim(pages, || self.write_once(inode, offset, data))
+    }
+
+    /// Runs `op` again if it found no space and the LAWN zone gave space back
+    /// (`blocks` more): the zone's chunks are reclaimable, so a file write fails
+    /// with ENOSPC only when they are gone too. `op` holds its locks only inside:
+    /// giving chunks back takes page locks.
+    pub fn with_reclaim<T>(&self, blocks: u64, op: impl Fn() -> Result<T>) -> Result<T> {
+        match op() {
+            Err(FsError::NoSpace) if self.reclaim(blocks) => op(),
+            r => r,
+        }
+    }
+
+    /// Gives LAWN zone chunks back until `blocks` more blocks are available (or none
+    /// is left); whether any came back. The caller holds no page lock.
+    pub fn reclaim(&self, blocks: u64) -> bool {
+        match &self.small {
+            SmallWrite::Lawn(l) => l.reclaim(&self.store, blocks),
+            _ => false,
+        }
+    }
+
+    /// Blocks the LAWN zone's chunks hold (given back on demand: free to `statfs`).
+    pub fn reclaimable_blocks(&self) -> u64 {
+        match &self.small {
+            SmallWrite::Lawn(l) => l.core.chunk_blocks(),
+            _ => 0,
+        }
+    }
+
+    fn write_once(
         &self,
         inode: &Arc<Inode>,
         offset: Option<u64>,
@@ -466,6 +507,18 @@ impl DataPlane {
     pub fn lawn_writeback(&self) -> u64 {
         match &self.small {
             SmallWrite::Lawn(l) => l.writeback_all(&self.store.vol),
+            _ => 0,
+        }
+    }
+
+    /// One pass of LAWN zone growth and shrinking (see `Fs::lawn_resize`); the
+    /// chunks the zone holds after (0 in other modes).
+    pub fn lawn_resize(&self) -> u64 {
+        match &self.small {
+            SmallWrite::Lawn(l) => {
+                l.core.resize(&self.store);
+                l.core.chunk_blocks() / (self.store.geo.zone_chunk_blocks.max(1) as u64)
+            }
             _ => 0,
         }
     }

@@ -3,7 +3,10 @@
 //! stores a [`Geometry`] is in `superblock.rs`.
 
 use super::inode::INODE_SIZE;
-use super::zone::{valid_slot_size, ZoneParams, DESC_SIZE, REDO_BLOCKS};
+use super::zone::{
+    chunk_desc_blocks, chunk_slots, default_chunk_blocks, valid_slot_size, ZoneParams,
+    CHUNK_ENTRY_SIZE, DESC_SIZE, REDO_BLOCKS,
+};
 use crate::addr::{BlockNo, PmOff};
 use crate::error::{FsError, Result};
 use crate::types::Timespec;
@@ -44,6 +47,14 @@ pub struct Geometry {
     pub zone_slots: u64,
     /// Bytes of one LAWN slot (see [`valid_slot_size`]).
     pub slot_size: u32,
+    /// LAWN chunk table (docs/FORMAT.md §2.9, "Growth"): one 8-byte entry per chunk
+    /// the zone may grow by, right after the slots.
+    pub chunk_table_start: u64,
+    /// Blocks of one growth chunk (0: the zone does not grow).
+    pub zone_chunk_blocks: u32,
+    /// Entries of the chunk table, a multiple of `cpus` (sub-zone `c` owns entries
+    /// `c * zone_chunks / cpus ..`).
+    pub zone_chunks: u32,
     /// First block of the data area (log pages and file data pages).
     pub data_start: u64,
     /// mkfs time, seconds since the epoch.
@@ -120,8 +131,27 @@ impl Geometry {
         let zone_slots = per_cpu * cpus64;
         let zone_blocks = (zone_slots * DESC_SIZE).div_ceil(BLOCK)
             + (zone_slots * zone.slot_size as u64).div_ceil(BLOCK);
-        let data_start = desc_start.checked_add(zone_blocks).ok_or_else(too_many)?;
         let slot_start = desc_start + (zone_slots * DESC_SIZE).div_ceil(BLOCK);
+        let chunk_table_start = desc_start.checked_add(zone_blocks).ok_or_else(too_many)?;
+        // Growth: chunks of 1/64 of the rest of the image, up to half of it in all;
+        // each sub-zone may own an equal share of the table's entries, as many as keep
+        // its slot numbers below 2^32.
+        let rest = total_blocks.saturating_sub(chunk_table_start);
+        let spc0 = chunk_slots(default_chunk_blocks(rest), zone.slot_size);
+        let (zone_chunk_blocks, zone_chunks) = if zone_slots == 0 || spc0 == 0 {
+            (0, 0)
+        } else {
+            let cb = default_chunk_blocks(rest);
+            let spc = chunk_slots(cb, zone.slot_size);
+            let fixed = zone_slots / cpus64;
+            let by_rel = (u32::MAX as u64).saturating_sub(fixed.div_ceil(64) * 64) / spc;
+            let per_sub = (rest / 2 / cb as u64 / cpus64)
+                .min(by_rel)
+                .min(u32::MAX as u64 / 64);
+            (cb, (per_sub * cpus64) as u32)
+        };
+        let table_blocks = (zone_chunks as u64 * CHUNK_ENTRY_SIZE).div_ceil(BLOCK);
+        let data_start = chunk_table_start + table_blocks;
         let need = data_start.saturating_add(64 * cpus64);
         if need > total_blocks {
             return Err(FsError::ImageTooSmall {
@@ -143,6 +173,9 @@ impl Geometry {
             slot_start,
             zone_slots,
             slot_size: zone.slot_size,
+            chunk_table_start,
+            zone_chunk_blocks,
+            zone_chunks,
             data_start,
             created: Timespec::now().sec as u64,
         })
@@ -170,6 +203,38 @@ impl Geometry {
     /// PM offset of zone slot `slot`.
     pub fn slot_off(&self, slot: u64) -> PmOff {
         BlockNo(self.slot_start).at(slot.saturating_mul(self.slot_size as u64))
+    }
+
+    /// Slots of one growth chunk (0: no growth).
+    pub fn chunk_slots(&self) -> u64 {
+        if self.zone_chunks == 0 {
+            return 0;
+        }
+        chunk_slots(self.zone_chunk_blocks, self.slot_size)
+    }
+
+    /// Blocks at the start of a chunk that hold its descriptors.
+    pub fn chunk_desc_blocks(&self) -> u64 {
+        chunk_desc_blocks(self.chunk_slots())
+    }
+
+    /// Chunk table entries of each sub-zone.
+    pub fn chunks_per_sub(&self) -> u64 {
+        (self.zone_chunks as u64)
+            .checked_div(self.cpus as u64)
+            .unwrap_or(0)
+    }
+
+    /// Blocks of the chunk table.
+    pub fn chunk_table_blocks(&self) -> u64 {
+        (self.zone_chunks as u64)
+            .saturating_mul(CHUNK_ENTRY_SIZE)
+            .div_ceil(BLOCK)
+    }
+
+    /// PM offset of chunk table entry `e`.
+    pub fn chunk_entry_off(&self, e: u64) -> PmOff {
+        BlockNo(self.chunk_table_start).at(e.saturating_mul(CHUNK_ENTRY_SIZE))
     }
 
     /// Slots of each CPU's sub-zone.
@@ -241,7 +306,12 @@ mod tests {
         assert_eq!(g.zone_slots, 402652);
         assert_eq!(g.slots_per_cpu(), 100663);
         assert_eq!(g.slot_start, 3667);
-        assert_eq!(g.data_start, 9959);
+        // Growth: chunks of 512 blocks, 61 per sub-zone: one block of table.
+        assert_eq!((g.zone_chunk_blocks, g.zone_chunks), (512, 244));
+        assert_eq!((g.chunk_table_start, g.chunk_table_blocks()), (9959, 1));
+        assert_eq!(g.chunk_slots(), 26176);
+        assert_eq!(g.chunk_entry_off(3).get(), 9959 * BLOCK + 24);
+        assert_eq!(g.data_start, 9960);
         assert_eq!(g.redo_off(1).get(), (2086 + 2) * BLOCK);
         assert_eq!(g.slot_off(2).get(), 3667 * BLOCK + 128);
         let b = g.encode();
@@ -296,7 +366,7 @@ mod tests {
         assert!(!g.valid_ino(65537));
         assert_eq!(g.desc_off(3).get(), 2094 * BLOCK + 48);
         assert_eq!(g.slices_per_page(), 64);
-        assert!(!g.is_data_block(9958) && g.is_data_block(9959));
+        assert!(!g.is_data_block(9959) && g.is_data_block(9960));
         assert!(!g.is_data_block(g.total_blocks));
     }
 }

@@ -9,7 +9,9 @@
 //!   16     8  total_blocks          88     8  created
 //!   24     4  cpus                  96     8  zone_slots
 //!   28     4  features (0)         104     4  slot_size
-//!   32     8  inode_count          108    12  reserved (zero, checksummed)
+//!   32     8  inode_count          108     4  zone_chunk_blocks (v4)
+//!                                  112     4  zone_chunks (v4)
+//!                                  116     4  reserved (zero, checksummed)
 //!   40     8  journal_start        120     4  csum: CRC-32 of [0, 120)
 //!   48     8  freelist_start       124     4  reserved (not checksummed)
 //!   56     8  freelist_blocks
@@ -21,12 +23,19 @@
 use super::bytes::{crc, get_u32, get_u64, put_u32, put_u64};
 use super::inode::INODE_SIZE;
 use super::layout::{Geometry, BLOCK, FREELIST_BLOCKS};
-use super::zone::{valid_slot_size, DESC_SIZE, REDO_BLOCKS};
+use super::zone::{
+    chunk_slots, valid_slot_size, CHUNK_ENTRY_SIZE, DESC_SIZE, MAX_CHUNK_BLOCKS, MIN_CHUNK_BLOCKS,
+    REDO_BLOCKS,
+};
 
 /// Format version written by this build (2: LAWN zone, descriptor table and fine-log
 /// redo areas after the inode table; 3: LAWN descriptor check by a multiply-xorshift
-/// mix instead of a CRC-32).
-pub const VERSION: u32 = 3;
+/// mix instead of a CRC-32; 4: the LAWN chunk table, by which sub-zones grow).
+/// Version 3 images are still read: they have no chunk table (`zone_chunks` 0) and
+/// their zone does not grow.
+pub const VERSION: u32 = 4;
+/// The oldest format version this build reads.
+pub const VERSION_NO_GROWTH: u32 = 3;
 /// Superblock magic.
 pub const MAGIC: [u8; 8] = *b"MNEMOFS\0";
 
@@ -69,6 +78,10 @@ pub const SB_CREATED_OFF: usize = 88;
 pub const SB_ZONE_SLOTS_OFF: usize = 96;
 /// Offset of `slot_size` (u32).
 pub const SB_SLOT_SIZE_OFF: usize = 104;
+/// Offset of `zone_chunk_blocks` (u32; version 4).
+pub const SB_ZONE_CHUNK_BLOCKS_OFF: usize = 108;
+/// Offset of `zone_chunks` (u32; version 4).
+pub const SB_ZONE_CHUNKS_OFF: usize = 112;
 /// Bytes of the superblock covered by its checksum (the checksum follows at 120).
 pub const SB_CSUM_LEN: usize = 120;
 /// Offset of the checksum (u32, CRC-32 of `[0, SB_CSUM_LEN)`).
@@ -86,7 +99,13 @@ impl Geometry {
     pub fn encode(&self) -> [u8; SB_SIZE] {
         let mut b = [0u8; SB_SIZE];
         b[SB_MAGIC_OFF..SB_MAGIC_OFF + 8].copy_from_slice(&MAGIC);
-        put_u32(&mut b, SB_VERSION_OFF, VERSION);
+        // An image without growth keeps the version-3 layout and says so.
+        let version = if self.zone_chunks == 0 {
+            VERSION_NO_GROWTH
+        } else {
+            VERSION
+        };
+        put_u32(&mut b, SB_VERSION_OFF, version);
         put_u32(&mut b, SB_BLOCK_SIZE_OFF, BLOCK as u32);
         put_u64(&mut b, SB_TOTAL_BLOCKS_OFF, self.total_blocks);
         put_u32(&mut b, SB_CPUS_OFF, self.cpus);
@@ -101,6 +120,8 @@ impl Geometry {
         put_u64(&mut b, SB_CREATED_OFF, self.created);
         put_u64(&mut b, SB_ZONE_SLOTS_OFF, self.zone_slots);
         put_u32(&mut b, SB_SLOT_SIZE_OFF, self.slot_size);
+        put_u32(&mut b, SB_ZONE_CHUNK_BLOCKS_OFF, self.zone_chunk_blocks);
+        put_u32(&mut b, SB_ZONE_CHUNKS_OFF, self.zone_chunks);
         let c = crc(&b[..SB_CSUM_LEN]);
         put_u32(&mut b, SB_CSUM_OFF, c);
         b
@@ -119,7 +140,7 @@ impl Geometry {
             return Err("superblock checksum mismatch".into());
         }
         let version = get_u32(b, SB_VERSION_OFF);
-        if version != VERSION {
+        if version != VERSION && version != VERSION_NO_GROWTH {
             return Err(format!("unsupported format version {version}"));
         }
         if get_u32(b, SB_BLOCK_SIZE_OFF) as u64 != BLOCK {
@@ -203,9 +224,45 @@ impl Geometry {
                 "zone of {zone_slots} slots of {slot_size} bytes does not fit any image"
             ));
         };
-        if data_start != slots_end {
+        let zone_chunk_blocks = get_u32(b, SB_ZONE_CHUNK_BLOCKS_OFF);
+        let zone_chunks = get_u32(b, SB_ZONE_CHUNKS_OFF);
+        if version == VERSION_NO_GROWTH && (zone_chunk_blocks, zone_chunks) != (0, 0) {
+            return bad("a version-3 superblock with a LAWN chunk table".into());
+        }
+        if zone_chunks != 0 {
+            let spc = chunk_slots(zone_chunk_blocks, slot_size);
+            // (`cpus` is in 1..=64, checked above.)
+            let fixed = zone_slots
+                .checked_div(cpus as u64)
+                .unwrap_or(0)
+                .div_ceil(64)
+                .saturating_mul(64);
+            let per_sub = (zone_chunks as u64).checked_div(cpus as u64).unwrap_or(0);
+            let fits = per_sub
+                .checked_mul(spc)
+                .and_then(|x| x.checked_add(fixed))
+                .is_some_and(|x| x <= u32::MAX as u64);
+            if !zone_chunk_blocks.is_power_of_two()
+                || !(MIN_CHUNK_BLOCKS..=MAX_CHUNK_BLOCKS).contains(&zone_chunk_blocks)
+                || spc == 0
+                || zone_slots == 0
+                || !(zone_chunks as u64).is_multiple_of(cpus as u64)
+                || !fits
+            {
+                return bad(format!(
+                    "LAWN chunk table of {zone_chunks} chunks of {zone_chunk_blocks} blocks is not valid"
+                ));
+            }
+        } else if zone_chunk_blocks != 0 {
+            return bad("LAWN chunk size without a chunk table".into());
+        }
+        let table_blocks = (zone_chunks as u64)
+            .saturating_mul(CHUNK_ENTRY_SIZE)
+            .div_ceil(BLOCK);
+        let want = slots_end.saturating_add(table_blocks);
+        if data_start != want {
             return bad(format!(
-                "data_start is {data_start}, not {slots_end} (the end of the LAWN zone)"
+                "data_start is {data_start}, not {want} (the end of the LAWN zone and its chunk table)"
             ));
         }
         if data_start >= total_blocks {
@@ -235,6 +292,9 @@ impl Geometry {
             slot_start,
             zone_slots,
             slot_size,
+            chunk_table_start: slots_end,
+            zone_chunk_blocks,
+            zone_chunks,
             data_start,
             created: get_u64(b, SB_CREATED_OFF),
         };
@@ -281,7 +341,7 @@ mod tests {
         let b = g.encode();
         // The table of docs/FORMAT.md §2.1, with literal offsets.
         assert_eq!(&b[0..8], b"MNEMOFS\0");
-        assert_eq!(get_u32(&b, 8), 3);
+        assert_eq!(get_u32(&b, 8), 4);
         assert_eq!(get_u32(&b, 12), 4096);
         assert_eq!(get_u64(&b, 16), g.total_blocks);
         assert_eq!(get_u32(&b, 24), 4);
@@ -292,16 +352,18 @@ mod tests {
         assert_eq!(get_u64(&b, 56), 32);
         assert_eq!(get_u64(&b, 64), 38);
         assert_eq!(get_u64(&b, 72), 2048);
-        assert_eq!(get_u64(&b, 80), 9959);
+        assert_eq!(get_u64(&b, 80), g.data_start);
         assert_eq!(get_u64(&b, 88), g.created);
         assert_eq!(get_u64(&b, 96), 402652);
         assert_eq!(get_u32(&b, 104), 64);
-        assert!(b[108..120].iter().all(|&x| x == 0));
+        assert_eq!(get_u32(&b, 108), g.zone_chunk_blocks);
+        assert_eq!(get_u32(&b, 112), g.zone_chunks);
+        assert!(b[116..120].iter().all(|&x| x == 0));
         assert_eq!(get_u32(&b, 120), crc(&b[..120]));
         assert!(b[124..128].iter().all(|&x| x == 0));
         // Reserved bytes are checksummed; the last four are not.
         let mut r = b;
-        r[110] = 1;
+        r[117] = 1;
         assert!(Geometry::decode(&r, 1 << 30).is_err());
         let mut r = b;
         r[126] = 1;

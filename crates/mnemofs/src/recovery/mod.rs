@@ -55,6 +55,8 @@ pub(crate) struct Loaded {
     pub free_inos: Vec<Ino>,
     /// Free data-block extents.
     pub free: Vec<Run>,
+    /// LAWN growth chunks: (chunk table entry, first block).
+    pub chunks: Vec<(u64, u64)>,
     pub problems: Vec<String>,
     pub log_pages: u64,
     pub data_pages: u64,
@@ -74,6 +76,8 @@ pub(crate) struct Recovered {
     pub loaded: Loaded,
     /// LAWN runs recovered from the descriptor table (empty unless kept).
     pub subs: Vec<SubZone>,
+    /// Where the LAWN zone's slots lie (its chunks; none unless kept).
+    pub map: lawn::chunks::ZoneMap,
 }
 
 /// The recovery pipeline, one for mount and fsck: [`load`] (superblock, journals,
@@ -83,15 +87,35 @@ pub(crate) struct Recovered {
 pub(crate) fn recover(vol: &Vol, mode: Mode, keep_lawn: bool) -> Result<Recovered> {
     let mut loaded = load(vol, mode)?;
     finelog::recover(vol, &loaded.geo, &loaded.states, mode, &mut loaded.problems);
+    let map = lawn::chunks::ZoneMap::new(&loaded.geo, &loaded.chunks);
     let subs = lawn::recover::scan(
         vol,
         &loaded.geo,
+        &map,
         &loaded.states,
         mode,
         keep_lawn,
         &mut loaded.problems,
     );
-    Ok(Recovered { loaded, subs })
+    if mode == Mode::Mount && !keep_lawn && !loaded.chunks.is_empty() {
+        // Not a LAWN mount: the zone's runs are back in their pages and its
+        // descriptors clear (`scan`); its chunks go back to free space.
+        let cb = loaded.geo.zone_chunk_blocks as u64;
+        for &(e, _) in &loaded.chunks {
+            let at = loaded.geo.chunk_entry_off(e);
+            vol.store_u64(at, 0);
+            vol.flush(at, 8);
+        }
+        // Fence: the entries are clear on PM before the chunks' blocks can be reused.
+        vol.fence();
+        for (_, b) in std::mem::take(&mut loaded.chunks) {
+            loaded.free.push((b, cb));
+        }
+        loaded.free.sort_unstable();
+        let map = lawn::chunks::ZoneMap::new(&loaded.geo, &[]);
+        return Ok(Recovered { loaded, subs, map });
+    }
+    Ok(Recovered { loaded, subs, map })
 }
 
 /// Whether `off` is a word the lite journal may name: the valid/head/tail words of an
@@ -142,6 +166,9 @@ pub(crate) fn load(pm: &Vol, mode: Mode) -> Result<Loaded> {
         pm.fence();
     }
 
+    // The LAWN chunk table: which blocks the zone's growth chunks hold.
+    let chunks = read_chunks(pm, &geo, &mut problems);
+
     // 3. Journals (the injected bug defers this until after the logs are replayed).
     let early_rollback = !bugs::on(Bug::FreeListBeforeRollback);
     if early_rollback {
@@ -153,7 +180,47 @@ pub(crate) fn load(pm: &Vol, mode: Mode) -> Result<Loaded> {
     if !early_rollback {
         rollback_journals(pm, &geo, mode, &mut problems)?;
     }
-    load_rest(pm, geo, mode, clean, problems, states, free_inos)
+    load_rest(pm, geo, mode, clean, problems, states, free_inos, chunks)
+}
+
+/// Reads the LAWN chunk table (docs/FORMAT.md §2.9, "Growth"): every entry that
+/// names a chunk, as (entry, first block). Names entries that do not decode, chunks
+/// outside the data area and chunks that overlap; those are left out.
+fn read_chunks(pm: &Vol, geo: &Geometry, problems: &mut Vec<String>) -> Vec<(u64, u64)> {
+    let cb = geo.zone_chunk_blocks as u64;
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for e in 0..geo.zone_chunks as u64 {
+        let v = pm.read_u64(geo.chunk_entry_off(e));
+        match crate::format::decode_chunk_entry(e, v) {
+            Ok(None) => {}
+            Ok(Some(b)) => {
+                let inside = b >= geo.data_start
+                    && b.checked_add(cb).is_some_and(|end| end <= geo.total_blocks);
+                if inside {
+                    out.push((e, b));
+                } else {
+                    problems.push(format!(
+                        "LAWN chunk table entry {e}: chunk at block {b} is outside the data area"
+                    ));
+                }
+            }
+            Err(()) => problems.push(format!(
+                "LAWN chunk table entry {e}: not a valid entry ({v:#018x})"
+            )),
+        }
+    }
+    let mut by_block = out.clone();
+    by_block.sort_unstable_by_key(|&(_, b)| b);
+    for w in by_block.windows(2) {
+        if w[0].1.saturating_add(cb) > w[1].1 {
+            problems.push(format!(
+                "LAWN chunk table entries {} and {}: chunks at blocks {} and {} overlap",
+                w[0].0, w[1].0, w[0].1, w[1].1
+            ));
+            out.retain(|&(e, _)| e != w[1].0);
+        }
+    }
+    out
 }
 
 fn rollback_journals(
@@ -210,6 +277,7 @@ fn load_inodes(pm: &Vol, geo: &Geometry, mode: Mode, problems: &mut Vec<String>)
     Ok((states, free_inos))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn load_rest(
     pm: &Vol,
     geo: Geometry,
@@ -218,7 +286,10 @@ fn load_rest(
     mut problems: Vec<String>,
     mut states: HashMap<Ino, InodeState>,
     mut free_inos: Vec<Ino>,
+    chunks: Vec<(u64, u64)>,
 ) -> Result<Loaded> {
+    let cb = geo.zone_chunk_blocks as u64;
+    let chunk_runs: Vec<Run> = chunks.iter().map(|&(_, b)| (b, cb)).collect();
     // 5. Namespace: resolve names, link counts, orphans.
     check_namespace(&geo, &mut states, &mut problems);
     let orphans: Vec<Ino> = states
@@ -276,13 +347,18 @@ fn load_rest(
                 .flat_map(|st| st.log.pages.iter().copied().chain(st.data_blocks()))
         };
         let free: u64 = s.iter().map(|r| r.1).sum();
-        first_owned_free(s, owned()).is_none()
-            && free.checked_add(owned().count() as u64) == Some(geo.data_blocks())
+        let in_chunks = (chunk_runs.len() as u64).saturating_mul(cb);
+        let chunk_blocks = || chunk_runs.iter().flat_map(|&(b, l)| b..b.saturating_add(l));
+        first_owned_free(s, owned().chain(chunk_blocks())).is_none()
+            && free
+                .checked_add(owned().count() as u64)
+                .and_then(|x| x.checked_add(in_chunks))
+                == Some(geo.data_blocks())
     });
     if mode == Mode::Mount && saved.is_some() {
         // The full ownership table below is built only without a trusted list;
         // a block with two owners is refused either way.
-        if let Some(b) = first_doubly_owned(&geo, &states) {
+        if let Some(b) = first_doubly_owned(&geo, &states, &chunk_runs) {
             return Err(FsError::Corrupt(format!(
                 "block {b} is owned twice (by two inodes, or twice by one)"
             )));
@@ -291,7 +367,7 @@ fn load_rest(
     let free = match (mode, saved) {
         (Mode::Mount, Some(f)) => f,
         (_, saved) => {
-            let used = ownership(&geo, &states, &mut problems);
+            let used = ownership(&geo, &states, &chunk_runs, &mut problems);
             let computed = free_extents(&geo, &used);
             if let (Some(s), Mode::Fsck) = (saved, mode) {
                 if coalesce(&s) != coalesce(&computed) {
@@ -310,6 +386,7 @@ fn load_rest(
         states,
         free_inos,
         free,
+        chunks,
         problems,
         log_pages,
         data_pages,

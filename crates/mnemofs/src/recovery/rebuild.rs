@@ -6,12 +6,25 @@ use crate::space::Run;
 use crate::types::Ino;
 use std::collections::HashMap;
 /// Marks every block owned by a valid inode; names blocks owned twice.
+/// Owner mark of blocks in a LAWN growth chunk.
+const CHUNK_OWNER: u64 = u64::MAX;
+
+/// Marks every block owned by a valid inode or a LAWN chunk (`chunks`, inside the
+/// data area); names blocks owned twice.
 pub(super) fn ownership(
     geo: &Geometry,
     states: &HashMap<Ino, InodeState>,
+    chunks: &[Run],
     problems: &mut Vec<String>,
 ) -> Vec<u64> {
     let mut owner = vec![0u64; geo.data_blocks() as usize];
+    for &(s, l) in chunks {
+        for b in s..s.saturating_add(l) {
+            if let Some(o) = owner.get_mut(b.saturating_sub(geo.data_start) as usize) {
+                *o = CHUNK_OWNER;
+            }
+        }
+    }
     let mut inos: Vec<&Ino> = states.keys().collect();
     inos.sort_unstable();
     for &ino in inos {
@@ -20,7 +33,11 @@ pub(super) fn ownership(
         for b in blocks {
             // Replay checked that every block is in the data area.
             let i = b.saturating_sub(geo.data_start) as usize;
-            if owner[i] != 0 {
+            if owner[i] == CHUNK_OWNER {
+                problems.push(format!(
+                    "block {b} is owned twice (a LAWN zone chunk and inode {ino})"
+                ));
+            } else if owner[i] != 0 {
                 problems.push(format!(
                     "block {b} is owned twice (inode {} and inode {ino})",
                     owner[i]
@@ -36,10 +53,18 @@ pub(super) fn ownership(
 /// The first block two valid inodes (or one inode twice) own, found with one bit per
 /// data block: what a mount that trusts the saved free list checks instead of
 /// building [`ownership`]'s full table.
-pub(super) fn first_doubly_owned(geo: &Geometry, states: &HashMap<Ino, InodeState>) -> Option<u64> {
+pub(super) fn first_doubly_owned(
+    geo: &Geometry,
+    states: &HashMap<Ino, InodeState>,
+    chunks: &[Run],
+) -> Option<u64> {
     let mut bits = vec![0u64; geo.data_blocks().div_ceil(64) as usize];
-    for s in states.values() {
-        for b in s.log.pages.iter().copied().chain(s.data_blocks()) {
+    let chunk_blocks = chunks.iter().flat_map(|&(s, l)| s..s.saturating_add(l));
+    let inode_blocks = states
+        .values()
+        .flat_map(|s| s.log.pages.iter().copied().chain(s.data_blocks()));
+    {
+        for b in chunk_blocks.chain(inode_blocks) {
             // Replay checked that every block is in the data area.
             let i = b.saturating_sub(geo.data_start);
             let w = bits.get_mut((i / 64) as usize)?;

@@ -139,6 +139,45 @@ impl Space {
         Ok(runs)
     }
 
+    /// Allocates `n` contiguous blocks that data writes may take (not the metadata
+    /// reserve), from the end of the first extent long enough (the current CPU's
+    /// range first), or `None` when no extent is. Files allocate from the front of
+    /// extents, so what this takes (LAWN chunks) stays out of their way.
+    pub fn alloc_contiguous(&self, n: u64) -> Option<u64> {
+        if n == 0 {
+            return None;
+        }
+        let mut cur = self.free.load(Ordering::Relaxed);
+        loop {
+            if cur < n.saturating_add(self.reserve) {
+                return None;
+            }
+            match self
+                .free
+                .compare_exchange_weak(cur, cur - n, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => break,
+                Err(x) => cur = x,
+            }
+        }
+        let first = self.current_cpu();
+        for k in 0..self.cpus.len() {
+            let cpu = (first + k) % self.cpus.len();
+            let mut m = self.cpus[cpu].lock();
+            let pick = m.iter().find(|(_, &l)| l >= n).map(|(&s, &l)| (s, l));
+            if let Some((s, l)) = pick {
+                if l == n {
+                    m.remove(&s);
+                } else {
+                    m.insert(s, l - n);
+                }
+                return Some(s + l - n);
+            }
+        }
+        self.free.fetch_add(n, Ordering::AcqRel);
+        None
+    }
+
     /// Allocates one block (log page).
     pub fn alloc_one(&self, meta: bool) -> Result<u64> {
         let runs = self.alloc(1, meta)?;
@@ -221,6 +260,26 @@ mod tests {
         s.free_runs(&r);
         assert_eq!(s.free_blocks(), total);
         // Fully coalesced again: one extent per CPU.
+        assert_eq!(s.extents().len(), 2);
+    }
+
+    #[test]
+    fn contiguous_runs_come_from_the_end_of_an_extent() {
+        let g = geo();
+        let mut used = vec![false; g.data_blocks() as usize];
+        // Holes of 5 and 600 blocks at the front, the rest used.
+        for (i, u) in used.iter_mut().enumerate() {
+            *u = !((10..15).contains(&i) || (100..700).contains(&i));
+        }
+        let s = from_used(g, &used);
+        let before = s.free_blocks();
+        // Only the 600-block hole holds 16; its last 16 blocks are taken.
+        assert_eq!(s.alloc_contiguous(16), Some(g.data_start + 684));
+        assert_eq!(s.free_blocks(), before - 16);
+        // Not past the metadata reserve.
+        assert_eq!(s.alloc_contiguous(before - 16 - s.reserve + 1), None);
+        assert_eq!(s.free_blocks(), before - 16);
+        s.free_run(g.data_start + 684, 16);
         assert_eq!(s.extents().len(), 2);
     }
 

@@ -56,7 +56,7 @@ mod tests {
     #[test]
     fn even_split_last_takes_the_remainder() {
         let g = Geometry::compute(1 << 30, 4, 0).unwrap();
-        assert_eq!(g.data_start, 9959);
+        assert_eq!(g.data_start, 9960);
         let p = Placement::per_cpu(&g);
         let per = g.data_blocks() / 4;
         let d = g.data_start;

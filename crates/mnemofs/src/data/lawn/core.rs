@@ -23,6 +23,9 @@ use super::*;
 #[derive(Default)]
 pub(crate) struct Counters {
     pub writebacks: CachePadded<AtomicU64>,
+    /// Chunks the zone grew by, and gave back.
+    pub grown: AtomicU64,
+    pub shrunk: AtomicU64,
 }
 
 /// Where a sub-zone's page table lies, published for lock-free prefetching: a
@@ -38,6 +41,13 @@ pub(crate) struct TableHint {
 /// Everything the write-back thread shares with the file system.
 pub(crate) struct LawnCore {
     pub geo: Geometry,
+    /// Where slots and descriptors lie (fixed zone and growth chunks).
+    pub map: chunks::ZoneMap,
+    /// Whether the zone grows (`MountOptions::lawn_grow` on an image with a chunk
+    /// table); chunks it has are given back when files need the space either way.
+    pub grow: bool,
+    /// Per sub-zone: whether it can grow now (set by the write-back thread).
+    pub growable: Vec<AtomicBool>,
     pub subs: Vec<SpinMutex<SubZone>>,
     /// Inodes that may have runs (the write-back thread locks their pages).
     pub handles: Mutex<HashMap<Ino, Weak<Inode>>>,

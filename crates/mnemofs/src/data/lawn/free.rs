@@ -40,7 +40,7 @@ impl LawnCore {
             }
             if !bugs::on(Bug::LawnDescriptorKeptOnReuse) {
                 for r in &gone {
-                    let off = self.geo.desc_off(r.slot);
+                    let off = self.map.desc_off(r.slot);
                     descriptor::store(pm, self.desc_store, off, 0);
                 }
             }

@@ -31,6 +31,7 @@
 //! CoW, as does any write when the sub-zone has no free run of the size needed (a
 //! full zone is never an error).
 
+pub(crate) mod chunks;
 pub(crate) mod descriptor;
 pub(crate) mod pagetable;
 pub(crate) mod recover;
@@ -78,6 +79,8 @@ impl Lawn {
     pub fn new(
         pm: &Vol,
         geo: Geometry,
+        map: chunks::ZoneMap,
+        grow: bool,
         subs: Vec<SubZone>,
         desc_store: Option<Store16>,
         cache: Option<Arc<crate::data::rcache::Shared>>,
@@ -87,7 +90,7 @@ impl Lawn {
                 .first()
                 .map(|z| {
                     z.free_slots_iter()
-                        .map(|i| geo.desc_off(i))
+                        .map(|i| map.desc_off(i))
                         .filter(|o| o.get() % 64 == 0)
                         .take(256)
                         .collect()
@@ -108,6 +111,11 @@ impl Lawn {
         Lawn {
             core: Arc::new(LawnCore {
                 geo,
+                map,
+                grow: grow && geo.zone_chunks > 0,
+                growable: (0..subs.len())
+                    .map(|_| AtomicBool::new(grow && geo.zone_chunks > 0))
+                    .collect(),
                 subs: subs.into_iter().map(SpinMutex::new).collect(),
                 handles: Mutex::new(HashMap::new()),
                 may_hold: CachePadded::new(AtomicBool::new(valid > 0)),
@@ -124,15 +132,16 @@ impl Lawn {
         }
     }
 
-    /// Starts the background write-back thread.
-    pub fn start_writeback(&self, pm: Arc<Vol>) {
+    /// Starts the background write-back thread (which also grows and shrinks the
+    /// zone, taking chunks from `store`'s free space).
+    pub fn start_writeback(&self, store: Arc<crate::store::Store>) {
         if self.core.subs.is_empty() {
             return;
         }
         let core = self.core.clone();
         let h = std::thread::Builder::new()
             .name("mnemofs-lawn-wb".into())
-            .spawn(move || writeback::run(&core, &pm));
+            .spawn(move || writeback::run(&core, &store));
         if let Ok(h) = h {
             *self.thread.lock() = Some(h);
         }
@@ -199,14 +208,18 @@ impl Lawn {
     /// place (over all sub-zones), write-backs, and how descriptors are stored.
     pub fn stats(&self, out: &mut crate::data::SmallWriteStats) {
         let core = &*self.core;
-        let (mut free, mut zone, mut file) = (0, 0, 0);
+        let (mut free, mut all, mut zone, mut file) = (0, 0, 0, 0);
         for z in &core.subs {
             let z = z.lock();
             free += z.free_slots();
+            all += z.nslots;
             zone += z.zone_writes;
             file += z.file_writes;
         }
-        out.slots_used = core.geo.zone_slots - free;
+        out.slots_used = all - free;
+        out.chunk_blocks = core.map.chunk_blocks();
+        out.chunks_grown = core.counters.grown.load(Ordering::Relaxed);
+        out.chunks_shrunk = core.counters.shrunk.load(Ordering::Relaxed);
         out.slots_free = free;
         out.zone_writes = zone;
         out.file_writes = file;

@@ -37,7 +37,7 @@ impl LawnCore {
                 continue;
             }
             pm.read(
-                self.geo.slot_off(r.slot) + (x - a),
+                self.map.slot_off(r.slot) + (x - a),
                 &mut out[(x - lo) as usize..(y - lo) as usize],
             );
         }

@@ -19,6 +19,7 @@
 // saturating_* where an out-of-range result is refused later), enforced here.
 #![deny(clippy::arithmetic_side_effects)]
 
+use super::chunks::ZoneMap;
 use super::descriptor::{decode, Decoded, Desc};
 use super::zone::SubZone;
 use crate::addr::BlockNo;
@@ -32,21 +33,54 @@ use std::collections::HashMap;
 /// Scans the table; returns the sub-zones. Clears stale and bad descriptors when
 /// mounting; lists problems when checking. Without `keep`, a mount writes every run
 /// back to its page and returns empty sub-zones.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn scan(
     pm: &Vol,
     geo: &Geometry,
+    map: &ZoneMap,
     states: &HashMap<Ino, InodeState>,
     mode: Mode,
     keep: bool,
     problems: &mut Vec<String>,
 ) -> Vec<SubZone> {
     let per = geo.slots_per_cpu();
+    let per_sub = geo.chunks_per_sub();
+    let spc = geo.chunk_slots();
     let mut subs: Vec<SubZone> = if geo.zone_slots == 0 {
         Vec::new()
     } else {
         (0..geo.cpus as u64)
-            .map(|c| SubZone::new(c.saturating_mul(per), per))
+            .map(|c| SubZone::with_chunks(c.saturating_mul(per), per, map.layout(c)))
             .collect()
+    };
+    // The regions of descriptors: the fixed zone's table, then each chunk's (its
+    // first slot number and slot count).
+    let mut regions: Vec<(u64, u64)> = vec![(0, geo.zone_slots)];
+    for e in 0..geo.zone_chunks as u64 {
+        if map.block(e).is_none() {
+            continue;
+        }
+        let (Some(sub), Some(k)) = (e.checked_div(per_sub), e.checked_rem(per_sub)) else {
+            continue;
+        };
+        if let Some(z) = subs.get_mut(sub as usize) {
+            z.add_chunk(k as usize);
+            let first = e.saturating_mul(spc).saturating_add(geo.zone_slots);
+            regions.push((first, spc));
+        }
+    }
+    // The sub-zone of slot `at` and whether `count` slots from it stay in its
+    // region (the fixed part of a sub-zone, or one chunk).
+    let place = |at: u64, count: u64| -> (usize, bool) {
+        if at < geo.zone_slots {
+            let fits = at.checked_rem(per).unwrap_or(0).saturating_add(count) <= per;
+            (at.checked_div(per).unwrap_or(0) as usize, fits)
+        } else {
+            let g = at.saturating_sub(geo.zone_slots);
+            let e = g.checked_div(spc).unwrap_or(0);
+            let fits = g.checked_rem(spc).unwrap_or(0).saturating_add(count) <= spc;
+            (e.checked_div(per_sub).unwrap_or(0) as usize, fits)
+        }
     };
     let mut clear: Vec<u64> = Vec::new();
     let mut stale: Vec<(u64, Desc)> = Vec::new();
@@ -55,10 +89,20 @@ pub(crate) fn scan(
     let mut buf = vec![0u8; BLOCK as usize];
     // The table lies inside the image (`Geometry::decode`); it is read a block of
     // descriptors at a time.
-    for slot in (0..geo.zone_slots).step_by(per_block as usize) {
-        let n = per_block.min(geo.zone_slots.saturating_sub(slot));
+    let slots = regions.iter().flat_map(|&(first, n)| {
+        (first..first.saturating_add(n))
+            .step_by(per_block as usize)
+            .map(move |slot| {
+                (
+                    slot,
+                    per_block.min(first.saturating_add(n).saturating_sub(slot)),
+                )
+            })
+    });
+    for (slot, n) in slots {
         let bytes = &mut buf[..n.saturating_mul(DESC_SIZE) as usize];
-        pm.read(geo.desc_off(slot), bytes);
+        // A region's descriptors are consecutive on PM.
+        pm.read(map.desc_off(slot), bytes);
         for (at, w) in (slot..).zip(bytes.chunks_exact(DESC_SIZE as usize)) {
             let mut w16 = [0u8; 16];
             w16.copy_from_slice(w);
@@ -77,14 +121,10 @@ pub(crate) fn scan(
                     clear.push(at);
                 }
                 Decoded::Valid(d) => {
-                    let sub = at.checked_div(per).unwrap_or(0) as usize;
+                    let (sub, fits) = place(at, d.count as u64);
                     let shape_ok = geo.valid_ino(d.ino)
                         && d.first.saturating_add(d.count) as u64 <= geo.slices_per_page()
-                        && at
-                            .checked_rem(per)
-                            .unwrap_or(0)
-                            .saturating_add(d.count as u64)
-                            <= per;
+                        && fits;
                     if !shape_ok {
                         if mode == Mode::Fsck {
                             problems.push(format!(
@@ -151,7 +191,7 @@ pub(crate) fn scan(
         for &(at, d) in &misplaced {
             // Slices within one page (checked in the scan above).
             let b = &mut buf[..(d.count as u64).saturating_mul(s) as usize];
-            pm.read(geo.slot_off(at), b);
+            pm.read(map.slot_off(at), b);
             pm.write_nt(BlockNo(d.block).at((d.first as u64).saturating_mul(s)), b);
         }
         // Fence: the misplaced runs' slices are in their pages before their
@@ -160,7 +200,7 @@ pub(crate) fn scan(
     }
     if mode == Mode::Mount && !clear.is_empty() {
         for &at in &clear {
-            let off = geo.desc_off(at);
+            let off = map.desc_off(at);
             super::descriptor::store(pm, pm::Store16::NonTemporal, off, 0);
         }
         // Fence: stale descriptors are clear before anything can reuse their slots

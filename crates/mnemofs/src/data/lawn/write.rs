@@ -92,7 +92,7 @@ impl Lawn {
         match z.overlap(ino, pg, s0, s1) {
             Overlap::Covered(r) => {
                 // The newest copy is in the zone: write the file in place.
-                let d = core.geo.desc_off(r.slot);
+                let d = core.map.desc_off(r.slot);
                 if core.desc_store == Store16::Cached {
                     // The cached store below needs the line: start its miss now.
                     pm.prefetch(d);
@@ -107,7 +107,7 @@ impl Lawn {
                     // Slices only partly overwritten keep their zone bytes.
                     let (mut small, mut big) = ([0u8; SMALL_BUF], Vec::new());
                     let buf = scratch(&mut small, &mut big, len);
-                    pm.read(core.geo.slot_off(r.slot), buf);
+                    pm.read(core.map.slot_off(r.slot), buf);
                     buf[at..at + data.len()].copy_from_slice(data);
                     pm.write_nt(BlockNo(block).at(lo), buf);
                 }
@@ -133,7 +133,13 @@ impl Lawn {
                     core.writeback_locked(pm, &mut z, &v);
                 }
                 let slot = z.alloc(k);
-                if z.free_slots() * 100 < z.nslots * LOW_WATER_PCT
+                // (A sub-zone that can grow wakes the thread earlier, to grow it.)
+                let wake_pct = if core.growable[sub].load(Ordering::Relaxed) {
+                    chunks::GROW_PCT
+                } else {
+                    LOW_WATER_PCT
+                };
+                if z.free_slots() * 100 < z.nslots * wake_pct
                     && !core.kicked.load(Ordering::Relaxed)
                     && !core.kicked.swap(true, Ordering::AcqRel)
                 {
@@ -148,7 +154,7 @@ impl Lawn {
                 if core.desc_store == Store16::Cached {
                     // The cached descriptor store needs the line: its miss overlaps
                     // the slice's stores and fence.
-                    pm.prefetch(core.geo.desc_off(slot));
+                    pm.prefetch(core.map.desc_off(slot));
                 }
                 if !desc.encodable() {
                     z.release(slot, k);
@@ -171,7 +177,7 @@ impl Lawn {
                     buf[at..at + data.len()].copy_from_slice(data);
                     buf
                 };
-                let soff = core.geo.slot_off(slot);
+                let soff = core.map.slot_off(slot);
                 // The slots are reserved: store the slices now, so that they drain
                 // while the run is recorded.
                 if bugs::on(Bug::LawnDescriptorBeforeData) {
@@ -198,7 +204,7 @@ impl Lawn {
                     // that makes it the newest copy (Algorithm 1, line 4).
                     pm.fence();
                 }
-                let d = core.geo.desc_off(slot);
+                let d = core.map.desc_off(slot);
                 descriptor::store(pm, core.desc_store, d, desc.encode());
                 Some(Staged::Zone)
             }

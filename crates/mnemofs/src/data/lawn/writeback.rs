@@ -6,11 +6,9 @@
 //! slice; writers never wait for it (a full sub-zone makes them take page CoW).
 
 use super::*;
-use crate::addr::page_start;
 use crate::addr::BlockNo;
 use crate::vol::Vol;
 use std::sync::atomic::Ordering;
-use std::sync::Weak;
 use std::time::Duration;
 use zone::{RunInfo, SubZone};
 
@@ -19,7 +17,8 @@ const BATCH: usize = 32;
 /// How often an idle thread looks at the sub-zones anyway.
 const IDLE: Duration = Duration::from_millis(100);
 
-pub(crate) fn run(core: &LawnCore, pm: &Vol) {
+pub(crate) fn run(core: &LawnCore, store: &crate::store::Store) {
+    let pm = &*store.vol;
     loop {
         {
             let mut w = core.wake.lock();
@@ -34,6 +33,8 @@ pub(crate) fn run(core: &LawnCore, pm: &Vol) {
         if core.stop.load(Ordering::Acquire) {
             return;
         }
+        // Growth first: a sub-zone that can grow needs no write-back.
+        core.resize(store);
         for i in 0..core.subs.len() {
             let (low, target) = {
                 let z = core.subs[i].lock();
@@ -73,7 +74,7 @@ impl LawnCore {
         let mut big = Vec::new();
         for r in runs {
             let b = scratch(&mut buf, &mut big, (r.desc.count as u64 * s) as usize);
-            pm.read(self.geo.slot_off(r.slot), b);
+            pm.read(self.map.slot_off(r.slot), b);
             pm.write_nt(BlockNo(r.desc.block).at(r.desc.first as u64 * s), b);
         }
         // Fence: the file holds the zone copies before their descriptors go.
@@ -86,7 +87,7 @@ impl LawnCore {
             }
         }
         for r in runs {
-            let off = self.geo.desc_off(r.slot);
+            let off = self.map.desc_off(r.slot);
             descriptor::store(pm, self.desc_store, off, 0);
         }
         // Fence: the descriptors are clear on PM before their slots are reused.
@@ -118,31 +119,9 @@ impl LawnCore {
             if victims.is_empty() {
                 return done;
             }
-            let mut progress = false;
-            for v in victims {
-                let inode = self.handles.lock().get(&v.desc.ino).and_then(Weak::upgrade);
-                // (A dead inode's number may already name a newer inode.)
-                let Some(inode) = inode.filter(|i| !i.index.dead()) else {
-                    continue;
-                };
-                let pg = v.desc.pgoff;
-                let _w = inode.data.write(page_start(pg), page_start(pg + 1));
-                let runs = {
-                    let z = self.subs[sub].lock();
-                    // Still the same run? (The page may have been rewritten meanwhile.)
-                    if z.get(v.desc.ino, pg, v.desc.first) != Some(v) {
-                        continue;
-                    }
-                    z.page_runs(v.desc.ino, pg)
-                };
-                // The PM work runs without the sub-zone lock, so writers of other
-                // pages of this sub-zone do not wait for it; the page's lock keeps
-                // this page's runs as they are until they are forgotten.
-                self.copy_back(pm, &runs);
-                self.forget(&mut self.subs[sub].lock(), &runs);
-                done += runs.len() as u64;
-                progress = true;
-            }
+            let n = self.write_back_runs(pm, sub, &victims);
+            done += n;
+            let progress = n > 0;
             if !progress {
                 return done;
             }

@@ -159,8 +159,8 @@ impl PageRuns {
         (f + self.count_at(f) > p).then_some(f)
     }
 
-    /// The run starting at `first` (a bit of `starts`); `base` is the sub-zone's.
-    fn info(&self, ino: Ino, pgoff: u64, first: u32, base: u64) -> Option<RunInfo> {
+    /// The run starting at `first` (a bit of `starts`); `ids` are the sub-zone's.
+    fn info(&self, ino: Ino, pgoff: u64, first: u32, ids: &Ids) -> Option<RunInfo> {
         if first >= 64 || self.starts & (1 << first) == 0 {
             return None;
         }
@@ -173,7 +173,7 @@ impl PageRuns {
                 first,
                 count: self.count_at(first),
             },
-            slot: base + rel as u64,
+            slot: ids.id_of(rel as u64),
         })
     }
 
@@ -209,11 +209,90 @@ pub(crate) enum Overlap {
     Partial,
 }
 
+/// How a sub-zone numbers its slots: relative indices (the bitmap's, and what a page
+/// entry keeps) against global slot numbers (what descriptors' offsets come from,
+/// docs/FORMAT.md §2.9). Relative `0..fixed` are the sub-zone's slots in the fixed
+/// zone, global `base..`; growth chunk `k` of the sub-zone (chunk table entry
+/// `first_entry + k`) holds relative `fixed_r + k * spc ..` (`fixed_r`: `fixed`
+/// rounded up to 64, so each chunk starts on a bitmap word), global
+/// `zone_slots + (first_entry + k) * spc ..`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ids {
+    base: u64,
+    fixed: u64,
+    fixed_r: u64,
+    spc: u64,
+    zone_slots: u64,
+    first_entry: u64,
+}
+
+impl Ids {
+    /// Global slot number of relative slot `rel`.
+    #[inline]
+    fn id_of(&self, rel: u64) -> u64 {
+        if rel < self.fixed {
+            self.base + rel
+        } else {
+            let r = rel - self.fixed_r;
+            let (k, j) = (r / self.spc, r % self.spc);
+            self.zone_slots + (self.first_entry + k) * self.spc + j
+        }
+    }
+
+    /// Relative slot of global slot number `id` (one of this sub-zone's).
+    #[inline]
+    fn rel_of(&self, id: u64) -> u64 {
+        if id < self.zone_slots {
+            id - self.base
+        } else {
+            let g = id - self.zone_slots;
+            let (e, j) = (g / self.spc, g % self.spc);
+            self.fixed_r + (e - self.first_entry) * self.spc + j
+        }
+    }
+
+    /// End (relative) of the region holding relative slot `rel`: the fixed part,
+    /// the gap after it, or one chunk. A run never crosses it.
+    #[inline]
+    fn region_end(&self, rel: u64) -> u64 {
+        if rel < self.fixed {
+            self.fixed
+        } else if rel < self.fixed_r || self.spc == 0 {
+            self.fixed_r
+        } else {
+            self.fixed_r + ((rel - self.fixed_r) / self.spc + 1) * self.spc
+        }
+    }
+}
+
+/// Where a sub-zone's growth chunks go (see [`Ids`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ChunkLayout {
+    /// Slots of the fixed zone (all sub-zones).
+    pub zone_slots: u64,
+    /// Slots of one chunk.
+    pub spc: u64,
+    /// The sub-zone's first chunk table entry.
+    pub first_entry: u64,
+    /// Chunk table entries the sub-zone owns.
+    pub max_chunks: u64,
+}
+
 /// One CPU's sub-zone.
 pub(crate) struct SubZone {
-    /// Global index of the first slot.
-    pub base: u64,
+    /// Slots the sub-zone has now: its fixed ones and those of its chunks.
     pub nslots: u64,
+    ids: Ids,
+    /// Which of the sub-zone's chunk table entries hold a chunk.
+    chunks: Vec<bool>,
+    /// A chunk being emptied to give its blocks back: no run is allocated in it, and
+    /// its slots freed meanwhile do not count as free.
+    draining: Option<usize>,
+    /// Relative slots the bitmap covers and allocation scans: `fixed`, or up to the
+    /// end of the last chunk.
+    span: u64,
+    /// One bit per relative slot: used (or not a slot: the gap after the fixed part
+    /// and chunks the sub-zone does not have).
     used: Vec<u64>,
     free: u64,
     /// Next-fit free pointer (relative slot index).
@@ -239,11 +318,58 @@ pub(crate) struct SubZone {
 }
 
 impl SubZone {
+    /// A sub-zone of `nslots` fixed slots from global slot `base`, without growth.
+    #[cfg(test)]
     pub fn new(base: u64, nslots: u64) -> SubZone {
-        SubZone {
+        Self::with_chunks(
             base,
             nslots,
-            used: vec![0; nslots.div_ceil(64) as usize],
+            ChunkLayout {
+                zone_slots: 0,
+                spc: 0,
+                first_entry: 0,
+                max_chunks: 0,
+            },
+        )
+    }
+
+    /// A sub-zone of `nslots` fixed slots from global slot `base` that may grow by
+    /// the chunks `layout` says (none present yet: [`Self::add_chunk`]).
+    pub fn with_chunks(base: u64, nslots: u64, layout: ChunkLayout) -> SubZone {
+        let fixed_r = nslots.div_ceil(64) * 64;
+        let mut used = vec![0; nslots.div_ceil(64) as usize];
+        if !nslots.is_multiple_of(64) {
+            // The gap up to the first chunk is never a slot.
+            if let Some(w) = used.last_mut() {
+                *w = u64::MAX << (nslots % 64);
+            }
+        }
+        SubZone {
+            nslots,
+            ids: Ids {
+                base,
+                fixed: nslots,
+                fixed_r,
+                spc: layout.spc,
+                // Without chunks every slot number is a fixed one.
+                zone_slots: if layout.spc == 0 {
+                    u64::MAX
+                } else {
+                    layout.zone_slots
+                },
+                first_entry: layout.first_entry,
+            },
+            chunks: vec![
+                false;
+                if layout.spc == 0 {
+                    0
+                } else {
+                    layout.max_chunks as usize
+                }
+            ],
+            draining: None,
+            span: nslots,
+            used,
             free: nslots,
             fpt: 0,
             recent: VecDeque::new(),
@@ -270,9 +396,9 @@ impl SubZone {
     /// Global indices of the free slots, lowest first (their descriptors are clear
     /// once mount has cleared stale ones).
     pub fn free_slots_iter(&self) -> impl Iterator<Item = u64> + '_ {
-        (0..self.nslots)
+        (0..self.span)
             .filter(|&i| !self.is_used(i))
-            .map(|i| self.base + i)
+            .map(|i| self.ids.id_of(i))
     }
 
     pub fn free_slots(&self) -> u64 {
@@ -332,26 +458,39 @@ impl SubZone {
         if let Some(&(r, len)) = self.recent.back() {
             if len == n {
                 self.recent.pop_back();
-                if !self.any_used(r, n) {
+                if !self.any_used(r, n) && !self.in_draining(r) {
                     self.set_used(r, n, true);
                     self.free -= n;
-                    return Some(self.base + r);
+                    return Some(self.ids.id_of(r));
                 }
             }
         }
+        let span = self.span;
         let mut start = self.fpt;
         let mut scanned = 0;
-        while scanned < self.nslots {
-            if start + n > self.nslots {
-                scanned += self.nslots - start;
+        while scanned < span {
+            if start >= span {
                 start = 0;
+            }
+            // A run stays inside one region (the fixed part, or one chunk), and out
+            // of a chunk being emptied.
+            let end = self.ids.region_end(start).min(span);
+            if start + n > end || self.in_draining(start) {
+                scanned += end - start;
+                start = end;
+                continue;
+            }
+            if start.is_multiple_of(64) && self.used[(start / 64) as usize] == u64::MAX {
+                // A whole used word (or a chunk the sub-zone does not have).
+                scanned += 64;
+                start += 64;
                 continue;
             }
             if !self.any_used(start, n) {
                 self.set_used(start, n, true);
                 self.free -= n;
-                self.fpt = (start + n) % self.nslots;
-                return Some(self.base + start);
+                self.fpt = if start + n >= span { 0 } else { start + n };
+                return Some(self.ids.id_of(start));
             }
             // Past the last used slot of the window.
             let u = (start..start + n)
@@ -366,13 +505,17 @@ impl SubZone {
 
     /// Returns reserved or described slots (`n <= 64`) to the free pool.
     pub fn release(&mut self, slot: u64, n: u64) {
-        let rel = slot - self.base;
+        let rel = self.ids.rel_of(slot);
+        let draining = self.in_draining(rel);
         for i in rel..rel + n {
-            if self.is_used(i) {
+            if self.is_used(i) && !draining {
                 self.free += 1;
             }
         }
         self.set_used(rel, n, false);
+        if draining {
+            return;
+        }
         if self.recent.len() >= RECENT_MAX {
             self.recent.pop_front();
         }
@@ -415,9 +558,12 @@ impl SubZone {
     /// taken by another run, the run overlaps slices of another run of its page, or
     /// the page's runs shadow another block.
     pub fn insert(&mut self, slot: u64, desc: Desc, reserved: bool) -> bool {
-        let rel = slot - self.base;
+        let rel = self.ids.rel_of(slot);
         let count = desc.count as u64;
-        if desc.count == 0 || desc.first + desc.count > 64 || rel + count > self.nslots {
+        if desc.count == 0
+            || desc.first + desc.count > 64
+            || rel + count > self.ids.region_end(rel).min(self.span)
+        {
             return false;
         }
         if !reserved && self.any_used(rel, count) {
@@ -473,7 +619,7 @@ impl SubZone {
         if p.starts & (1 << first) == 0 {
             return None;
         }
-        let info = p.info(ino, pgoff, first, self.base)?;
+        let info = p.info(ino, pgoff, first, &self.ids)?;
         p.remove_slot(first);
         p.starts &= !(1 << first);
         p.covered &= !span(first, first + info.desc.count - 1);
@@ -495,7 +641,7 @@ impl SubZone {
             return Overlap::None;
         }
         match p.covering(s0) {
-            Some(f) if f + p.count_at(f) > s1 => match p.info(ino, pgoff, f, self.base) {
+            Some(f) if f + p.count_at(f) > s1 => match p.info(ino, pgoff, f, &self.ids) {
                 Some(r) => Overlap::Covered(r),
                 None => Overlap::Partial,
             },
@@ -513,7 +659,7 @@ impl SubZone {
         }
         p.firsts()
             .filter(|&f| f <= s1 && f + p.count_at(f) > s0)
-            .filter_map(|f| p.info(ino, pgoff, f, self.base))
+            .filter_map(|f| p.info(ino, pgoff, f, &self.ids))
             .collect()
     }
 
@@ -584,7 +730,144 @@ impl SubZone {
         if p.starts & (1 << first) == 0 {
             return None;
         }
-        p.info(ino, pgoff, first, self.base)
+        p.info(ino, pgoff, first, &self.ids)
+    }
+
+    /// Chunk table entries the sub-zone owns (0: it does not grow).
+    pub fn max_chunks(&self) -> usize {
+        self.chunks.len()
+    }
+
+    /// Chunk table entry of the sub-zone's chunk `k`.
+    pub fn chunk_entry(&self, k: usize) -> u64 {
+        self.ids.first_entry + k as u64
+    }
+
+    /// The sub-zone's chunks (by `k`) it has now.
+    pub fn chunks(&self) -> impl DoubleEndedIterator<Item = usize> + '_ {
+        (0..self.chunks.len()).filter(|&k| self.chunks[k])
+    }
+
+    /// A chunk the sub-zone could take next (the lowest absent one), if any.
+    pub fn absent_chunk(&self) -> Option<usize> {
+        self.chunks.iter().position(|&c| !c)
+    }
+
+    /// Whether relative slot `rel` lies in the chunk being emptied.
+    fn in_draining(&self, rel: u64) -> bool {
+        self.draining.is_some_and(|k| {
+            let (lo, hi) = self.chunk_rel(k);
+            rel >= lo && rel < hi
+        })
+    }
+
+    /// Starts emptying chunk `k`: no new run goes there, and its free slots stop
+    /// counting as free. False if the sub-zone lacks it or already empties one.
+    pub fn begin_drain(&mut self, k: usize) -> bool {
+        if self.chunks.get(k) != Some(&true) || self.draining.is_some() {
+            return false;
+        }
+        self.free -= self.ids.spc - self.chunk_used(k);
+        self.draining = Some(k);
+        true
+    }
+
+    /// Stops emptying the chunk being emptied (its free slots count again).
+    pub fn end_drain(&mut self) {
+        if let Some(k) = self.draining.take() {
+            self.free += self.ids.spc - self.chunk_used(k);
+        }
+    }
+
+    /// The chunk being emptied, if any.
+    pub fn draining(&self) -> Option<usize> {
+        self.draining
+    }
+
+    /// The relative slots of chunk `k`.
+    fn chunk_rel(&self, k: usize) -> (u64, u64) {
+        let lo = self.ids.fixed_r + k as u64 * self.ids.spc;
+        (lo, lo + self.ids.spc)
+    }
+
+    /// Adds chunk `k` (its descriptors clear on PM) with every slot free. False if
+    /// the sub-zone has it already or owns no such entry.
+    pub fn add_chunk(&mut self, k: usize) -> bool {
+        if self.chunks.get(k) != Some(&false) {
+            return false;
+        }
+        let (lo, hi) = self.chunk_rel(k);
+        let words = (hi / 64) as usize;
+        if self.used.len() < words {
+            // Chunks not there between the old end and this one stay "used".
+            self.used.resize(words, u64::MAX);
+        }
+        for w in &mut self.used[(lo / 64) as usize..words] {
+            *w = 0;
+        }
+        self.chunks[k] = true;
+        self.span = self.span.max(hi);
+        self.nslots += self.ids.spc;
+        self.free += self.ids.spc;
+        true
+    }
+
+    /// Used slots of chunk `k`.
+    pub fn chunk_used(&self, k: usize) -> u64 {
+        if self.chunks.get(k) != Some(&true) {
+            return 0;
+        }
+        let (lo, hi) = self.chunk_rel(k);
+        self.used[(lo / 64) as usize..(hi / 64) as usize]
+            .iter()
+            .map(|w| w.count_ones() as u64)
+            .sum()
+    }
+
+    /// Removes chunk `k`, whose slots must all be free (their descriptors clear on
+    /// PM): afterwards no run can take them. False if it is not there or not empty.
+    pub fn remove_chunk(&mut self, k: usize) -> bool {
+        if self.chunks.get(k) != Some(&true) || self.chunk_used(k) != 0 {
+            return false;
+        }
+        let (lo, hi) = self.chunk_rel(k);
+        for w in &mut self.used[(lo / 64) as usize..(hi / 64) as usize] {
+            *w = u64::MAX;
+        }
+        self.chunks[k] = false;
+        self.nslots -= self.ids.spc;
+        if self.draining == Some(k) {
+            // Its slots stopped counting as free when it began to drain.
+            self.draining = None;
+        } else {
+            self.free -= self.ids.spc;
+        }
+        self.recent.retain(|&(r, _)| r < lo || r >= hi);
+        // The span ends with the last chunk still there.
+        let end = match self.chunks.iter().rposition(|&c| c) {
+            Some(last) => self.chunk_rel(last).1,
+            None => self.ids.fixed,
+        };
+        self.span = end;
+        self.used.truncate(end.div_ceil(64) as usize);
+        if self.fpt >= end {
+            self.fpt = 0;
+        }
+        true
+    }
+
+    /// The runs whose slots lie in chunk `k`.
+    pub fn chunk_runs(&self, k: usize) -> Vec<RunInfo> {
+        if self.chunks.get(k) != Some(&true) {
+            return Vec::new();
+        }
+        let (lo, hi) = self.chunk_rel(k);
+        let (glo, ghi) = (self.ids.id_of(lo), self.ids.id_of(hi - 1) + 1);
+        self.pages
+            .keys()
+            .flat_map(|(ino, pg)| self.page_runs(ino, pg))
+            .filter(|r| r.slot >= glo && r.slot < ghi)
+            .collect()
     }
 }
 
@@ -608,6 +891,67 @@ mod tests {
             first,
             count,
         }
+    }
+
+    #[test]
+    fn chunks_add_slots_that_runs_never_cross_and_go_only_when_empty() {
+        // 100 fixed slots from global 100; chunks of 128 slots; global chunk slots
+        // from 1000; this sub-zone owns entries 4..7.
+        let layout = ChunkLayout {
+            zone_slots: 1000,
+            spc: 128,
+            first_entry: 4,
+            max_chunks: 3,
+        };
+        let mut z = SubZone::with_chunks(100, 100, layout);
+        assert_eq!((z.nslots, z.free_slots()), (100, 100));
+        assert_eq!(z.absent_chunk(), Some(0));
+        // Fill the fixed part with runs of 64 and 36 slots.
+        assert_eq!(z.alloc(64), Some(100));
+        assert_eq!(z.alloc(36), Some(164));
+        assert_eq!(z.alloc(1), None);
+        // Chunk 1 (entry 5): global 1000 + 5 * 128 = 1640.
+        assert!(z.add_chunk(1));
+        assert!(!z.add_chunk(1) && !z.add_chunk(3));
+        assert_eq!((z.nslots, z.free_slots()), (228, 128));
+        assert_eq!(z.chunk_entry(1), 5);
+        assert_eq!(z.alloc(64), Some(1640));
+        assert_eq!(z.alloc(60), Some(1704));
+        // 4 slots left at the chunk's end: a run of 8 does not fit, and never
+        // crosses into chunk 2 once it is there.
+        assert_eq!(z.alloc(8), None);
+        assert!(z.add_chunk(2));
+        assert_eq!(z.alloc(8), Some(1768));
+        // Next fit: on from there.
+        assert_eq!(z.alloc(4), Some(1776));
+        assert_eq!(z.chunk_used(1), 124);
+        // Runs are recorded and found by chunk.
+        assert!(z.insert(1768, desc(9, 1, 500, 0, 8), true));
+        assert_eq!(z.chunk_runs(2).len(), 1);
+        assert!(z.chunk_runs(1).is_empty());
+        // Only an empty chunk goes.
+        assert!(!z.remove_chunk(2));
+        assert!(z.remove(9, 1, 0).is_some());
+        assert!(!z.remove_chunk(2));
+        z.release(1776, 4);
+        assert!(z.remove_chunk(2));
+        assert_eq!(z.absent_chunk(), Some(0));
+        assert_eq!((z.nslots, z.free_slots()), (228, 4));
+        // Chunk 0 fills the hole below chunk 1.
+        assert!(z.add_chunk(0));
+        assert_eq!(z.alloc(64), Some(1512));
+        // Draining chunk 0: its free slots stop counting, nothing new goes there,
+        // freed slots stay out, and it goes once empty.
+        assert!(z.begin_drain(0));
+        assert_eq!(z.free_slots(), 4);
+        assert_eq!(z.alloc(8), None);
+        z.release(1512, 64);
+        assert_eq!(z.free_slots(), 4);
+        assert!(z.remove_chunk(0));
+        assert_eq!(z.draining(), None);
+        z.release(1640, 64);
+        assert_eq!((z.nslots, z.free_slots()), (228, 68));
+        assert_eq!(z.alloc(64), Some(1640));
     }
 
     #[test]
