@@ -3,7 +3,7 @@
 //! that a machine that gets slower or faster during the run affects every variant
 //! alike. Reports medians over the rounds and ratios to the first variant.
 
-use crate::config::RunConfig;
+use crate::config::{ImagePages, RunConfig};
 use crate::error::{BenchError, BenchResultT};
 use crate::plot::{grouped_bars, Bar, Group};
 use crate::result::{ns, render, si, BenchResult};
@@ -20,6 +20,8 @@ pub struct Variant {
     pub preset: String,
     /// Mount options including the PM profile.
     pub mount: MountOptions,
+    /// Page size asked for the variant's images (`None`: the base's).
+    pub image_pages: Option<ImagePages>,
 }
 
 /// What to compare.
@@ -52,6 +54,9 @@ pub struct Summary {
     pub pm_modeled_delay_per_op_ns: f64,
     /// Median ops/s over the first variant's at the same thread count.
     pub ratio: Option<f64>,
+    /// Page sizes measured over the rounds (`2M`, `4K`, `unknown`; several joined
+    /// with `+` if rounds differed), with `/pf` when every round was pre-faulted.
+    pub pages: String,
 }
 
 /// Runs every round; `each` sees every result as it comes (for JSON Lines).
@@ -75,6 +80,9 @@ pub fn run_compare(
                 rc.threads = threads;
                 rc.preset = v.preset.clone();
                 rc.mount = v.mount.clone();
+                if let Some(p) = v.image_pages {
+                    rc.image_pages = p;
+                }
                 rc.round = Some(round);
                 let r = crate::runner::run(&rc)?;
                 each(&r);
@@ -87,7 +95,7 @@ pub fn run_compare(
 }
 
 fn label_of(r: &BenchResult) -> String {
-    format!("{}/{}", r.preset, r.pm_profile)
+    format!("{}/{}/{}", r.preset, r.pm_profile, r.image_pages)
 }
 
 /// Medians per (threads, variant) and ratios to the first variant.
@@ -96,7 +104,8 @@ pub fn summarize(cfg: &CompareConfig, all: &[BenchResult]) -> Vec<Summary> {
     for &threads in &cfg.threads {
         let mut base: Option<f64> = None;
         for v in &cfg.variants {
-            let key = format!("{}/{}", v.preset, v.mount.pm_profile.name);
+            let pages = v.image_pages.unwrap_or(cfg.base.image_pages).name();
+            let key = format!("{}/{}/{pages}", v.preset, v.mount.pm_profile.name);
             let rs: Vec<&BenchResult> = all
                 .iter()
                 .filter(|r| r.threads == threads && label_of(r) == key)
@@ -109,6 +118,13 @@ pub fn summarize(cfg: &CompareConfig, all: &[BenchResult]) -> Vec<Summary> {
             let ops = col(&|r| r.ops_per_sec);
             let med = median(&ops).unwrap_or(0.0);
             let wa: Vec<f64> = rs.iter().filter_map(|r| r.write_amplification).collect();
+            let mut seen: Vec<&str> = rs.iter().map(|r| r.map_pages.as_str()).collect();
+            seen.sort_unstable();
+            seen.dedup();
+            let mut pages = seen.join("+");
+            if rs.iter().all(|r| r.prefaulted) {
+                pages.push_str("/pf");
+            }
             let ratio = match base {
                 None => {
                     base = Some(med);
@@ -132,6 +148,7 @@ pub fn summarize(cfg: &CompareConfig, all: &[BenchResult]) -> Vec<Summary> {
                 pm_modeled_delay_per_op_ns: median(&col(&|r| r.pm_modeled_delay_per_op_ns))
                     .unwrap_or(0.0),
                 ratio,
+                pages,
             });
         }
     }
@@ -154,6 +171,7 @@ pub fn summary_table(workload: &str, s: &[Summary]) -> String {
         "fence/op",
         "cpu/op",
         "modeled/op",
+        "pages",
     ]
     .iter()
     .map(|h| h.to_string())
@@ -174,10 +192,12 @@ pub fn summary_table(workload: &str, s: &[Summary]) -> String {
             format!("{:.2}", x.fences_per_op),
             ns(x.cpu_ns_per_op as u64),
             ns(x.pm_modeled_delay_per_op_ns as u64),
+            x.pages.clone(),
         ]);
     }
     format!(
-        "{workload}: medians over rounds; ratio = ops/s over the first variant's\n{}",
+        "{workload}: medians over rounds; ratio = ops/s over the first variant's; pages: \
+         measured page size of the image mapping, /pf: pre-faulted\n{}",
         render(&rows)
     )
 }

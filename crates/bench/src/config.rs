@@ -189,6 +189,45 @@ impl Stop {
     }
 }
 
+/// Which pages a default image (no `image` given) should be mapped with; what the
+/// kernel then did is measured and reported (`BenchResult::map_pages`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ImagePages {
+    /// 2 MiB where this process may mount a private tmpfs with `huge=within_size`
+    /// (root), else a file on /dev/shm (whatever pages its mount gives).
+    #[default]
+    Auto,
+    /// 2 MiB: a private tmpfs with `huge=within_size`; an error where it cannot be
+    /// mounted.
+    Huge,
+    /// 4 KiB: a private tmpfs with `huge=never` (root), else a file on /dev/shm.
+    Small,
+}
+
+impl ImagePages {
+    /// Every choice, as the CLI spells them.
+    pub const ALL: &'static [ImagePages] = &[ImagePages::Auto, ImagePages::Huge, ImagePages::Small];
+
+    /// `auto`, `2m` or `4k`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ImagePages::Auto => "auto",
+            ImagePages::Huge => "2m",
+            ImagePages::Small => "4k",
+        }
+    }
+
+    /// The choice named `name` (`auto`, `2m`/`2M`/`huge`, `4k`/`4K`/`small`).
+    pub fn from_name(name: &str) -> Option<ImagePages> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "auto" => Some(ImagePages::Auto),
+            "2m" | "huge" => Some(ImagePages::Huge),
+            "4k" | "small" => Some(ImagePages::Small),
+            _ => None,
+        }
+    }
+}
+
 /// Everything one run needs.
 #[derive(Clone, Debug)]
 pub struct RunConfig {
@@ -207,6 +246,12 @@ pub struct RunConfig {
     pub image: Option<PathBuf>,
     /// Image size (default: from the workload's data set).
     pub image_size: Option<u64>,
+    /// Page size asked for a default image ([`ImagePages`]; ignored with `image`).
+    pub image_pages: ImagePages,
+    /// Map every page of the image in (`MADV_POPULATE_WRITE`) after mounting, before
+    /// the data set, so that no measured operation takes a first-touch fault (real PM
+    /// has no allocation or zero-fill on first touch). Default on.
+    pub prefault: bool,
     /// LAWN zone share of the image (percent) and slot size, given to mkfs.
     pub zone_percent: u32,
     pub slot_size: u32,
@@ -234,6 +279,8 @@ impl RunConfig {
                 .unwrap_or_default(),
             image: None,
             image_size: None,
+            image_pages: ImagePages::Auto,
+            prefault: true,
             zone_percent: mnemofs::format::DEFAULT_ZONE_PERCENT,
             slot_size: mnemofs::format::DEFAULT_SLOT_SIZE,
             seed: 42,

@@ -33,7 +33,7 @@ pub mod stats;
 pub mod suite;
 pub mod workloads;
 
-pub use config::{Params, RunConfig, Stop, Workload};
+pub use config::{ImagePages, Params, RunConfig, Stop, Workload};
 pub use error::{BenchError, BenchResultT};
 pub use result::BenchResult;
 pub use runner::{measure, run, EngineInfo};

@@ -59,7 +59,23 @@ pub struct BenchResult {
     pub pm_modeled_delay_per_op_ns: f64,
     pub image: String,
     pub image_size: u64,
+    /// Where the image lived: `private tmpfs huge=within_size` (or `huge=never`),
+    /// `/dev/shm (tmpfs as mounted)`, `file (given)`, `device (given)`.
+    pub image_fs: String,
+    /// Page size asked for (`auto`, `2m`, `4k`; `RunConfig::image_pages`).
+    pub image_pages: String,
+    /// Every page of the image was mapped in before the data set (no first-touch
+    /// faults in the measured phase).
+    pub prefaulted: bool,
     pub map_mode: String,
+    /// Page size mapping the image, measured from /proc/self/smaps after the
+    /// measured phase: `2M`, `4K` or `unknown`.
+    pub map_pages: String,
+    /// Bytes of the image mapped by 2 MiB (PMD) entries, and resident, then.
+    pub map_pmd_bytes: u64,
+    pub map_resident_bytes: u64,
+    /// The same in words, e.g. `2 MiB pages (130 of 130 MiB resident PMD-mapped)`.
+    pub map_summary: String,
     pub flush_instruction: String,
     pub cpus: usize,
     pub host: String,
@@ -169,7 +185,7 @@ pub fn render_left(rows: &[Vec<String>], left: &[usize]) -> String {
 pub fn header() -> Vec<String> {
     [
         "workload", "preset", "profile", "thr", "io", "ops", "ops/s", "MB/s", "p50", "p99", "WA",
-        "flush/op", "fence/op",
+        "flush/op", "fence/op", "pages", "prefault",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -193,6 +209,8 @@ pub fn row(r: &BenchResult) -> Vec<String> {
             .map_or("-".to_string(), |w| format!("{w:.2}")),
         format!("{:.2}", r.flushes_per_op),
         format!("{:.2}", r.fences_per_op),
+        r.map_pages.clone(),
+        (if r.prefaulted { "yes" } else { "no" }).to_string(),
     ]
 }
 

@@ -13,7 +13,7 @@
 //! waits at a barrier just before the measured phase and after all have finished, so
 //! they cover exactly the measured operations.
 
-use crate::config::{RunConfig, Stop};
+use crate::config::{ImagePages, RunConfig, Stop};
 use crate::error::{BenchError, BenchResultT};
 use crate::result::{hostname, now_utc, BenchResult, SCHEMA};
 use crate::stats::Histogram;
@@ -28,10 +28,28 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-/// A fresh image for one run; a file this run created is removed when dropped.
+/// A fresh image for one run; a file this run created is removed when dropped,
+/// and a private tmpfs made for it is unmounted.
 pub struct Image {
     pub path: PathBuf,
     remove: bool,
+    /// Where the image lives, as results state it ([`BenchResult::image_fs`]).
+    pub place: String,
+    /// A private tmpfs mounted for this image, still attached.
+    tmpfs: Option<PathBuf>,
+}
+
+impl Image {
+    /// Detaches the image's private tmpfs (if any) from the directory tree once the
+    /// engine holds the image open and mapped: the tmpfs lives on while it is
+    /// mapped and disappears with the mapping, and a benchmark killed later leaves
+    /// no mount behind. The path no longer names the image afterwards.
+    pub fn detach(&mut self) {
+        if let Some(dir) = self.tmpfs.take() {
+            unmount_tmpfs(&dir);
+            self.remove = false;
+        }
+    }
 }
 
 impl Drop for Image {
@@ -39,7 +57,19 @@ impl Drop for Image {
         if self.remove {
             let _ = std::fs::remove_file(&self.path);
         }
+        if let Some(dir) = self.tmpfs.take() {
+            unmount_tmpfs(&dir);
+        }
     }
+}
+
+/// Lazily unmounts the private tmpfs at `dir` and removes the directory.
+fn unmount_tmpfs(dir: &Path) {
+    if let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) {
+        // SAFETY: `c` is a NUL-terminated path.
+        unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+    }
+    let _ = std::fs::remove_dir(dir);
 }
 
 static NEXT_IMAGE: AtomicU64 = AtomicU64::new(0);
@@ -66,6 +96,56 @@ fn available_bytes(dir: &Path) -> Option<u64> {
     Some(st.f_bavail as u64 * st.f_frsize as u64)
 }
 
+/// `MemAvailable` of /proc/meminfo in bytes.
+fn mem_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb.saturating_mul(1024))
+}
+
+/// Mounts a private tmpfs (`huge=` `huge`) on a new directory of the temporary
+/// directory, sized for an image of `size` bytes; the directory, or why not.
+fn mount_private_tmpfs(size: u64, huge: &str) -> Result<PathBuf, String> {
+    if let Some(avail) = mem_available() {
+        if avail < size {
+            return Err(format!(
+                "{} MiB of memory available, the image needs {} MiB",
+                avail >> 20,
+                size >> 20
+            ));
+        }
+    }
+    let n = NEXT_IMAGE.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("mnemofs-bench-{}-{n}.tmpfs", std::process::id()));
+    std::fs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    // Room for the image rounded up to 2 MiB, and one spare huge page.
+    let bytes = size
+        .div_ceil(2 << 20)
+        .saturating_add(1)
+        .saturating_mul(2 << 20);
+    let data = format!("size={bytes},huge={huge},mode=0700");
+    let cstr = |t: &str| std::ffi::CString::new(t).map_err(|_| "a NUL byte in a path".to_string());
+    let target = cstr(&dir.to_string_lossy())?;
+    let (fstype, cdata) = (cstr("tmpfs")?, cstr(&data)?);
+    // SAFETY: every pointer is a NUL-terminated string that outlives the call.
+    let rc = unsafe {
+        libc::mount(
+            fstype.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            cdata.as_ptr().cast(),
+        )
+    };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        let _ = std::fs::remove_dir(&dir);
+        return Err(format!("mount -t tmpfs -o {data}: {e}"));
+    }
+    Ok(dir)
+}
+
 /// Creates and formats a fresh image of `size` bytes at `at` (or a new file in
 /// [`default_image_dir`]).
 pub fn fresh_image(at: Option<&Path>, size: u64) -> BenchResultT<Image> {
@@ -74,21 +154,29 @@ pub fn fresh_image(at: Option<&Path>, size: u64) -> BenchResultT<Image> {
         size,
         mnemofs::format::DEFAULT_ZONE_PERCENT,
         mnemofs::format::DEFAULT_SLOT_SIZE,
+        ImagePages::Small,
     )
 }
 
-/// Like `fresh_image`, with the LAWN zone's share of the image and slot size.
+/// Like `fresh_image`, with the LAWN zone's share of the image and slot size, and
+/// (for a default image, `at` `None`) the page size asked for: [`ImagePages::Huge`]
+/// (and `Auto` where it can) puts the image on a private tmpfs mounted
+/// `huge=within_size`, `Small` on one mounted `huge=never` (where this process may
+/// mount, else on [`default_image_dir`]).
 pub fn fresh_image_zoned(
     at: Option<&Path>,
     size: u64,
     zone_percent: u32,
     slot_size: u32,
+    pages: ImagePages,
 ) -> BenchResultT<Image> {
     let image = match at {
         Some(p) => match std::fs::metadata(p) {
             Ok(m) if m.file_type().is_block_device() || m.file_type().is_char_device() => Image {
                 path: p.to_path_buf(),
                 remove: false,
+                place: "device (given)".to_string(),
+                tmpfs: None,
             },
             Ok(_) => {
                 return Err(BenchError::msg(format!(
@@ -100,19 +188,39 @@ pub fn fresh_image_zoned(
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Image {
                 path: p.to_path_buf(),
                 remove: true,
+                place: "file (given)".to_string(),
+                tmpfs: None,
             },
             Err(e) => return Err(BenchError::io(p, e)),
         },
         None => {
+            let huge = match pages {
+                ImagePages::Auto | ImagePages::Huge => "within_size",
+                ImagePages::Small => "never",
+            };
+            let (dir, place, tmpfs) = match mount_private_tmpfs(size, huge) {
+                Ok(d) => (d.clone(), format!("private tmpfs huge={huge}"), Some(d)),
+                Err(why) if pages == ImagePages::Huge => {
+                    return Err(BenchError::msg(format!(
+                        "--image-pages 2m needs a private tmpfs with huge pages (as root): {why}"
+                    )))
+                }
+                Err(_) => {
+                    let d = default_image_dir();
+                    let place = format!("{} (tmpfs as mounted)", d.display());
+                    (d, place, None)
+                }
+            };
             let n = NEXT_IMAGE.fetch_add(1, Ordering::Relaxed);
             Image {
-                path: default_image_dir()
-                    .join(format!("mnemofs-bench-{}-{n}.img", std::process::id())),
+                path: dir.join(format!("mnemofs-bench-{}-{n}.img", std::process::id())),
                 remove: true,
+                place,
+                tmpfs,
             }
         }
     };
-    if image.remove {
+    if image.remove && image.tmpfs.is_none() {
         let dir = image
             .path
             .parent()
@@ -231,12 +339,33 @@ pub fn run(cfg: &RunConfig) -> BenchResultT<BenchResult> {
     let size = cfg
         .image_size
         .unwrap_or_else(|| image_size_for(cfg.workload, &cfg.params, cfg.threads));
-    let image = fresh_image_zoned(cfg.image.as_deref(), size, cfg.zone_percent, cfg.slot_size)?;
+    let mut image = fresh_image_zoned(
+        cfg.image.as_deref(),
+        size,
+        cfg.zone_percent,
+        cfg.slot_size,
+        cfg.image_pages,
+    )?;
     let fs = mnemofs::mount(&image.path, &cfg.mount)
         .map_err(|e| BenchError::fs(format!("mount {}", image.path.display()), e))?;
+    image.detach();
+    if cfg.prefault {
+        fs.prefault();
+    }
     let info = EngineInfo::of(&fs);
     let label = image.path.display().to_string();
-    let measured = measure(cfg, &fs, &info, &label, size);
+    let measured = measure(cfg, &fs, &info, &label, size).map(|mut r| {
+        // Measured after the run: the pages the measured operations went through.
+        let map = fs.map_report();
+        r.map_pages = map.pages.name().to_string();
+        r.map_pmd_bytes = map.pmd_bytes;
+        r.map_resident_bytes = map.resident_bytes;
+        r.map_summary = map.to_string();
+        r.image_fs = image.place.clone();
+        r.image_pages = cfg.image_pages.name().to_string();
+        r.prefaulted = cfg.prefault;
+        r
+    });
     let unmounted = fs
         .unmount()
         .map_err(|e| BenchError::fs(format!("unmount {}", image.path.display()), e));
@@ -256,6 +385,13 @@ pub struct EngineInfo {
     pub pm_profile: String,
     /// How the image is mapped (`Debug` of `pm::MapMode`).
     pub map_mode: String,
+    /// Page size mapping the image when measured (`pm::MapPages::name`).
+    pub map_pages: String,
+    /// Bytes of the image mapped by 2 MiB entries, and resident, when measured.
+    pub map_pmd_bytes: u64,
+    pub map_resident_bytes: u64,
+    /// `pm::MapReport` in words.
+    pub map_summary: String,
     /// The cache-line write-back instruction.
     pub flush_instruction: String,
 }
@@ -263,18 +399,25 @@ pub struct EngineInfo {
 impl EngineInfo {
     /// The facts of a mounted local engine.
     pub fn of(fs: &Fs) -> EngineInfo {
+        let map = fs.map_report();
         EngineInfo {
             lawn_desc_store: fs.stats().lawn_desc_store,
             pm_profile: fs.pm_profile().name.to_string(),
             map_mode: format!("{:?}", fs.map_mode()),
+            map_pages: map.pages.name().to_string(),
+            map_pmd_bytes: map.pmd_bytes,
+            map_resident_bytes: map.resident_bytes,
+            map_summary: map.to_string(),
             flush_instruction: fs.flush_kind().name().to_string(),
         }
     }
 }
 
 /// Runs `cfg`'s workload (data set, warm-up, measured phase; `cfg.mount`, `image*`,
-/// `zone_percent` and `slot_size` are not used here) on the mounted engine `fs` and
-/// reports it; `image` and `image_size` are only reported. The engine is left
+/// `prefault`, `zone_percent` and `slot_size` are not used here) on the mounted
+/// engine `fs` and reports it; `image` and `image_size` are only reported, the
+/// mapping as `info` says, and `image_fs` empty and `prefaulted` false ([`run`]
+/// fills them in for the image it made). The engine is left
 /// mounted, holding the data set.
 pub fn measure<E: FileSystem + 'static>(
     cfg: &RunConfig,
@@ -437,6 +580,13 @@ pub fn measure<E: FileSystem + 'static>(
         image: image.to_string(),
         image_size,
         map_mode: info.map_mode.clone(),
+        map_pages: info.map_pages.clone(),
+        map_pmd_bytes: info.map_pmd_bytes,
+        map_resident_bytes: info.map_resident_bytes,
+        map_summary: info.map_summary.clone(),
+        image_fs: String::new(),
+        image_pages: cfg.image_pages.name().to_string(),
+        prefaulted: false,
         flush_instruction: info.flush_instruction.clone(),
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
         host: hostname(),
@@ -494,6 +644,33 @@ mod tests {
         let e = fresh_image(Some(&p), 64 << 20).err().unwrap();
         assert!(e.to_string().contains("will not overwrite"), "{e}");
         assert_eq!(std::fs::read(&p).unwrap(), b"keep");
+    }
+
+    #[test]
+    fn a_run_states_its_image_and_mapping() {
+        for pages in [ImagePages::Small, ImagePages::Auto] {
+            let mut rc = RunConfig::new(crate::Workload::RandWrite);
+            rc.params.file_size = 1 << 20;
+            rc.stop = Stop::Ops(100);
+            rc.warmup = Stop::Ops(0);
+            rc.image_size = Some(128 << 20);
+            rc.image_pages = pages;
+            let r = run(&rc).unwrap();
+            assert!(r.prefaulted);
+            assert_eq!(r.image_pages, pages.name());
+            assert!(!r.image_fs.is_empty());
+            // Pre-faulted: the whole image is resident, and measured as one page
+            // size or the other (which one depends on the kernel and on root).
+            assert!(
+                r.map_pages == "2M" || r.map_pages == "4K",
+                "{}",
+                r.map_summary
+            );
+            assert_eq!(r.map_resident_bytes, 128 << 20, "{}", r.map_summary);
+            if r.image_fs.contains("huge=never") {
+                assert_eq!((r.map_pages.as_str(), r.map_pmd_bytes), ("4K", 0));
+            }
+        }
     }
 
     #[test]

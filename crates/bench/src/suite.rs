@@ -78,6 +78,7 @@ pub fn all_presets(profile: PmProfile) -> Vec<Variant> {
                 label: format!("{}/{}", p.name, profile.name),
                 preset: p.name.to_string(),
                 mount,
+                image_pages: None,
             }
         })
         .collect()

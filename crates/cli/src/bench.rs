@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use mnemofs_bench::compare::{self, CompareConfig, Variant};
 use mnemofs_bench::peers::{self, PeerWorkload, PeersConfig, PEERS};
 use mnemofs_bench::suite::{self, SuiteConfig};
-use mnemofs_bench::{result, BenchError, RunConfig, Stop, Workload};
+use mnemofs_bench::{result, BenchError, ImagePages, RunConfig, Stop, Workload};
 use pm::PmProfile;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -74,6 +74,22 @@ pub struct CommonArgs {
     /// a new file on /dev/shm; a DAX device is formatted and left in place
     #[arg(long, value_name = "PATH")]
     pub image: Option<PathBuf>,
+    /// Pages for the fresh image when --image is not given: `auto` (2 MiB where a
+    /// private tmpfs with huge=within_size can be mounted, i.e. as root, else a
+    /// file on /dev/shm), `2m` (that tmpfs, or an error), `4k` (a private tmpfs with
+    /// huge=never, or /dev/shm); `compare` takes a list (`2m,4k`) and runs each
+    /// preset with each. The page size the kernel gave is measured and reported
+    #[arg(
+        long = "image-pages",
+        value_name = "P,...",
+        value_delimiter = ',',
+        default_value = "auto"
+    )]
+    pub image_pages: Vec<String>,
+    /// Do not map the image's pages in before the data set (default: pre-fault
+    /// them, so that no measured operation takes a first-touch page fault)
+    #[arg(long = "no-prefault")]
+    pub no_prefault: bool,
     /// Image size [default: twice the data set plus 64 MiB, at least 128 MiB]
     #[arg(long = "image-size", value_name = "SIZE", value_parser = size_arg)]
     pub image_size: Option<u64>,
@@ -247,6 +263,32 @@ fn workload(name: &str) -> CliResult<Workload> {
     })
 }
 
+/// The `--image-pages` values, checked.
+fn image_pages(c: &CommonArgs) -> CliResult<Vec<ImagePages>> {
+    let mut out = Vec::new();
+    for name in &c.image_pages {
+        let p = ImagePages::from_name(name).ok_or_else(|| {
+            let valid: Vec<&str> = ImagePages::ALL.iter().map(|p| p.name()).collect();
+            CliError::new(format!(
+                "unknown --image-pages '{}'; valid: {}",
+                name.trim(),
+                valid.join(", ")
+            ))
+            .with_code(2)
+        })?;
+        if out.contains(&p) {
+            return Err(
+                CliError::new(format!("--image-pages '{}' is given twice", p.name())).with_code(2),
+            );
+        }
+        out.push(p);
+    }
+    if out.is_empty() {
+        out.push(ImagePages::Auto);
+    }
+    Ok(out)
+}
+
 /// The run configuration from the shared options.
 fn run_config(w: Workload, c: &CommonArgs) -> RunConfig {
     let mut rc = RunConfig::new(w);
@@ -274,6 +316,7 @@ fn run_config(w: Workload, c: &CommonArgs) -> RunConfig {
         rc.params.files = v;
     }
     rc.image = c.image.clone();
+    rc.prefault = !c.no_prefault;
     rc.zone_percent = c.zone_percent;
     rc.slot_size = c.slot_size;
     rc.image_size = c.image_size;
@@ -303,6 +346,15 @@ pub fn run(a: &BenchArgs) -> CliResult<i32> {
     let w = workload(name)?;
     let mut rc = run_config(w, &a.common);
     rc.threads = a.threads;
+    rc.image_pages = match image_pages(&a.common)?.as_slice() {
+        [one] => *one,
+        _ => {
+            return Err(CliError::new(
+                "give one --image-pages value (a list is for `bench compare`)",
+            )
+            .with_code(2))
+        }
+    };
     let mut mount = modes::resolve_with(
         &a.preset,
         a.lock.as_deref(),
@@ -335,6 +387,20 @@ pub fn run(a: &BenchArgs) -> CliResult<i32> {
             r.fences,
             r.pm_modeled_delay_per_op_ns,
             r.pm_profile
+        ));
+        emit(&format!(
+            "image: {}, mapping: {}, {}",
+            if r.image_fs.is_empty() {
+                "?"
+            } else {
+                &r.image_fs
+            },
+            r.map_summary,
+            if r.prefaulted {
+                "pre-faulted"
+            } else {
+                "not pre-faulted"
+            }
         ));
     }
     Ok(0)
@@ -470,28 +536,35 @@ fn run_compare(c: &CompareArgs) -> CliResult<i32> {
     let mut base = run_config(w, &c.common);
     base.validate().map_err(|m| CliError::new(m).with_code(2))?;
     base.progress = true;
+    let pages = image_pages(&c.common)?;
     let mut variants = Vec::new();
-    for pname in &c.pm_profiles {
-        let prof = profile(pname.trim())?;
-        for preset in &c.presets {
-            let preset = preset.trim();
-            let mut mount = modes::resolve(preset, None, None)?;
-            mount.pm_profile = prof;
-            mount.lawn_desc_store = c.common.desc_store.option();
-            read_cache_options(&mut mount, &c.common)?;
-            let label = if c.pm_profiles.len() > 1 {
-                format!("{preset}/{}", prof.name)
-            } else {
-                preset.to_string()
-            };
-            if variants.iter().any(|v: &Variant| v.label == label) {
-                return Err(CliError::new(format!("'{label}' is given twice")).with_code(2));
+    for &pg in &pages {
+        for pname in &c.pm_profiles {
+            let prof = profile(pname.trim())?;
+            for preset in &c.presets {
+                let preset = preset.trim();
+                let mut mount = modes::resolve(preset, None, None)?;
+                mount.pm_profile = prof;
+                mount.lawn_desc_store = c.common.desc_store.option();
+                read_cache_options(&mut mount, &c.common)?;
+                let mut label = if c.pm_profiles.len() > 1 {
+                    format!("{preset}/{}", prof.name)
+                } else {
+                    preset.to_string()
+                };
+                if pages.len() > 1 {
+                    label = format!("{label}/{}", pg.name());
+                }
+                if variants.iter().any(|v: &Variant| v.label == label) {
+                    return Err(CliError::new(format!("'{label}' is given twice")).with_code(2));
+                }
+                variants.push(Variant {
+                    label,
+                    preset: preset.to_string(),
+                    mount,
+                    image_pages: Some(pg),
+                });
             }
-            variants.push(Variant {
-                label,
-                preset: preset.to_string(),
-                mount,
-            });
         }
     }
     let cfg = CompareConfig {
@@ -506,13 +579,16 @@ fn run_compare(c: &CompareArgs) -> CliResult<i32> {
             emit(&r.to_json_line());
         } else {
             note(&format!(
-                "round {} {} {}/{} {}t: {:.0} ops/s",
+                "round {} {} {}/{} {}t: {:.0} ops/s; image: {}, mapping: {}{}",
                 r.round.unwrap_or(0) + 1,
                 r.workload,
                 r.preset,
                 r.pm_profile,
                 r.threads,
-                r.ops_per_sec
+                r.ops_per_sec,
+                r.image_fs,
+                r.map_summary,
+                if r.prefaulted { ", pre-faulted" } else { "" }
             ));
         }
     })

@@ -81,7 +81,14 @@ pub fn render_stats(what: &str, v: &Value) -> String {
         s(v, "flush_instruction"),
         u(v, "pm_fences"),
     );
-    let _ = writeln!(o, "  mapping       {}", s(v, "map_mode"));
+    let _ = writeln!(
+        o,
+        "  mapping       {}, {}",
+        s(v, "map_mode"),
+        v.get("map_summary")
+            .and_then(Value::as_str)
+            .unwrap_or("page size not reported"),
+    );
     let _ = writeln!(
         o,
         "  modes         lock={} small-write={} read-cache={}",
@@ -180,7 +187,11 @@ mod tests {
             pm_flushes: 100,
             pm_fences: 50,
             flush_instruction: "clwb".into(),
-            map_mode: "shared".into(),
+            map_mode: "Shared".into(),
+            map_pages: "2M".into(),
+            map_pmd_bytes: 60 << 20,
+            map_resident_bytes: 64 << 20,
+            map_summary: "2 MiB pages (60 of 64 MiB resident PMD-mapped)".into(),
             lock_mode: "inode".into(),
             small_write_mode: "cow".into(),
             clean_mount: true,
@@ -224,6 +235,10 @@ mod tests {
         assert!(t.contains("3 used of 4096 (4093 free)"));
         assert!(t.contains("12.0 KiB written, 100 flushes (clwb), 50 fences"));
         assert!(t.contains("lock=inode small-write=cow read-cache=rcache"));
+        assert!(
+            t.contains("mapping       Shared, 2 MiB pages (60 of 64 MiB resident PMD-mapped)"),
+            "{t}"
+        );
         assert!(
             t.contains("read cache    64.0 KiB of 1.0 MiB in DRAM; 7 hits, 3 misses"),
             "{t}"

@@ -405,6 +405,7 @@ impl Fs {
         let sw = self.data.stats();
         let rc = self.data.read_cache_stats().unwrap_or_default();
         let lawn_mode = matches!(self.data.small(), SmallWrite::Lawn(_));
+        let map = s.vol.map_report();
         FsStats {
             size_bytes: BlockNo(s.geo.total_blocks).off().get(),
             block_size: BLOCK as u32,
@@ -422,6 +423,10 @@ impl Fs {
             pm_fences: c.fences,
             flush_instruction: s.vol.flush_kind().name().to_string(),
             map_mode: format!("{:?}", s.vol.map_mode()),
+            map_pages: map.pages.name().to_string(),
+            map_pmd_bytes: map.pmd_bytes,
+            map_resident_bytes: map.resident_bytes,
+            map_summary: map.to_string(),
             lock_mode: self.opts.lock.name().to_string(),
             small_write_mode: self.opts.small_write.name().to_string(),
             clean_mount: self.clean_mount,
@@ -486,6 +491,19 @@ impl Fs {
     /// How the image is mapped.
     pub fn map_mode(&self) -> pm::MapMode {
         self.store.vol.map_mode()
+    }
+
+    /// Which pages map the image (2 MiB or 4 KiB), measured from `/proc/self/smaps`.
+    pub fn map_report(&self) -> pm::MapReport {
+        self.store.vol.map_report()
+    }
+
+    /// Maps every page of the image in now, writable (`MADV_POPULATE_WRITE`), so
+    /// that no later access takes a first-touch fault (on a DRAM-backed image:
+    /// allocation and zero-fill, which real PM does not have). Contents do not change.
+    pub fn prefault(&self) {
+        let len = self.store.vol.len();
+        self.store.vol.populate(crate::addr::PmOff::ZERO, len);
     }
 
     /// The cache-line write-back instruction in use.

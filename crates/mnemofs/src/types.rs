@@ -547,6 +547,15 @@ pub struct FsStats {
     pub flush_instruction: String,
     /// How the image is mapped (`pm::MapMode`).
     pub map_mode: String,
+    /// Page size mapping the image, measured (`pm::MapPages::name`: `2M`, `4K`,
+    /// `unknown`).
+    pub map_pages: String,
+    /// Bytes of the image mapped by 2 MiB (PMD) entries.
+    pub map_pmd_bytes: u64,
+    /// Bytes of the image resident in this process's mapping.
+    pub map_resident_bytes: u64,
+    /// `pm::MapReport` in words, e.g. `2 MiB pages (60 of 64 MiB resident PMD-mapped)`.
+    pub map_summary: String,
     /// The lock mode's name.
     pub lock_mode: String,
     /// The small-write mode's name.

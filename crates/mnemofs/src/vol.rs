@@ -165,6 +165,11 @@ impl Vol {
         self.0.map_mode()
     }
 
+    /// Which pages map the volume, measured from smaps.
+    pub fn map_report(&self) -> pm::MapReport {
+        self.0.map_report()
+    }
+
     /// The write-back instruction in use.
     pub fn flush_kind(&self) -> FlushKind {
         self.0.flush_kind()

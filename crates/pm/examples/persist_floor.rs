@@ -14,7 +14,9 @@
 //! - `finelog`: 128 B data + 64 B header redo record flushed, fence, 128 B in place
 //!   flushed, fence, 8 B retire flushed, fence.
 //!
-//! `cargo run --release -p pm --example persist_floor` (docs/BENCHMARKS.md).
+//! `cargo run --release -p pm --example persist_floor [DIR]` (docs/BENCHMARKS.md): the
+//! image goes in DIR (default /dev/shm); it prints the page size the kernel mapped it
+//! with (a tmpfs mounted `huge=within_size` gives 2 MiB pages, /dev/shm usually 4 KiB).
 
 use pm::{Pm, PmProfile};
 use std::time::Instant;
@@ -30,7 +32,11 @@ fn xorshift(s: &mut u64) -> u64 {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let path = std::path::PathBuf::from(format!("/dev/shm/mnemofs-floor-{}", std::process::id()));
+    let dir = std::env::args_os().nth(1).map_or_else(
+        || std::path::PathBuf::from("/dev/shm"),
+        std::path::PathBuf::from,
+    );
+    let path = dir.join(format!("mnemofs-floor-{}", std::process::id()));
     let len = 576 * MIB;
     let mut pm = Pm::create(&path, len)?;
     // Pre-fault: a DAX mapping has no page-cache zero-fill on first touch.
@@ -39,6 +45,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // SAFETY: this program has one thread, and the image is its own (a fresh file).
         unsafe { pm.write(m * MIB, &zero) };
     }
+    println!(
+        "image {}: mapping {}, pre-faulted",
+        path.display(),
+        pm.map_report()
+    );
     // Regions: file pages 0..256 MiB, fresh blocks 256..512 MiB, log 512..520, zone
     // slots 520..568, descriptors 568..576.
     let (file, fresh, log, zone, desc) = (0, 256 * MIB, 512 * MIB, 520 * MIB, 568 * MIB);

@@ -73,7 +73,7 @@ pub use counters::{CounterSnapshot, Counters};
 pub use flush::FlushKind;
 pub use lease::LeasePool;
 pub use profile::{PmProfile, SpinClock};
-pub use region::{MapMode, Pm, PmError, Store16};
+pub use region::{MapMode, MapPages, MapReport, Pm, PmError, Store16};
 pub use trace::{Event, Marker, RecordingTracer, StoreKind, Tracer};
 pub use volume::Volume;
 

@@ -24,7 +24,7 @@
 use crate::counters::CounterSnapshot;
 use crate::flush::FlushKind;
 use crate::profile::PmProfile;
-use crate::region::{MapMode, Pm, PmError, Store16};
+use crate::region::{MapMode, MapReport, Pm, PmError, Store16};
 use crate::trace::{Marker, Tracer};
 use std::sync::Arc;
 
@@ -93,6 +93,11 @@ impl Volume {
     /// How the devices are mapped.
     pub fn map_mode(&self) -> MapMode {
         self.dev.map_mode()
+    }
+
+    /// Which pages map the devices, measured ([`Pm::map_report`]; one device today).
+    pub fn map_report(&self) -> MapReport {
+        self.dev.map_report()
     }
 
     /// Counters of all threads, summed over the devices.

@@ -1,6 +1,7 @@
 //! Opening, creating and mapping regions; populating and syncing them; private
 //! copies.
 
+use super::pages::HUGE_ALIGN;
 use super::{has_avx, has_cx16, MapMode, Pm, PmError};
 use crate::counters::Counters;
 use crate::flush::FlushKind;
@@ -104,51 +105,28 @@ impl Pm {
             has_cx16: has_cx16(),
             has_avx: has_avx(),
             profile: None,
+            huge_advised: false,
             _file: file,
         }
     }
 
+    /// Maps the image 2 MiB aligned (so the kernel can map it with PMD entries)
+    /// and advises huge pages on it ([`Pm::map_report`] says what the kernel did).
     fn map(path: &Path, file: File, len: u64) -> Result<Pm, PmError> {
         let fd = file.as_raw_fd();
         // First try a synchronous DAX mapping; the kernel refuses it (EOPNOTSUPP or
         // EINVAL) for files that are not on a DAX file system, e.g. /dev/shm.
-        // SAFETY: mapping a valid fd for `len` bytes; the result is checked.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len as usize,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC,
-                fd,
-                0,
-            )
+        let mode = match map_aligned(fd, len, libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC) {
+            Ok(p) => Ok((p, MapMode::Sync)),
+            Err(_) => map_aligned(fd, len, libc::MAP_SHARED).map(|p| (p, MapMode::Shared)),
         };
-        if p != libc::MAP_FAILED {
-            return Ok(Self::from_raw(p as *mut u8, len, MapMode::Sync, Some(file)));
-        }
-        // SAFETY: as above, plain shared mapping.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len as usize,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(PmError::Map {
-                path: path.to_path_buf(),
-                source: std::io::Error::last_os_error(),
-            });
-        }
-        Ok(Self::from_raw(
-            p as *mut u8,
-            len,
-            MapMode::Shared,
-            Some(file),
-        ))
+        let (p, mode) = mode.map_err(|source| PmError::Map {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut pm = Self::from_raw(p, len, mode, Some(file));
+        pm.advise_huge();
+        Ok(pm)
     }
 
     /// Maps in the pages of `[off, off + len)` now, writable, so that the first store
@@ -229,6 +207,72 @@ impl Pm {
             );
         }
     }
+}
+
+/// Maps `len` bytes of `fd` read-write with `flags` at a 2 MiB-aligned address:
+/// reserves `len + 2 MiB` of address space (`PROT_NONE`, no memory), maps the file
+/// over its first 2 MiB boundary with `MAP_FIXED`, and gives back the rest of the
+/// reservation. A 4 KiB-aligned mapping would leave the kernel no 2 MiB-aligned
+/// virtual range to put a PMD entry on.
+fn map_aligned(fd: libc::c_int, len: u64, flags: libc::c_int) -> std::io::Result<*mut u8> {
+    let len = usize::try_from(len).map_err(|_| std::io::Error::from_raw_os_error(libc::ENOMEM))?;
+    // SAFETY: sysconf has no preconditions.
+    let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+        p if p > 0 => p as usize,
+        _ => 4096,
+    };
+    let mapped = len
+        .checked_next_multiple_of(page)
+        .ok_or_else(|| std::io::Error::from_raw_os_error(libc::ENOMEM))?;
+    let span = mapped
+        .checked_add(HUGE_ALIGN)
+        .ok_or_else(|| std::io::Error::from_raw_os_error(libc::ENOMEM))?;
+    // SAFETY: a fresh private anonymous reservation; no existing memory is touched.
+    let r = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            span,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if r == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error());
+    }
+    let base = r as usize;
+    let start = base.next_multiple_of(HUGE_ALIGN);
+    // SAFETY: `[start, start + mapped)` lies inside the reservation just made, which
+    // nothing else refers to; MAP_FIXED replaces that part of it with the file.
+    let p = unsafe {
+        libc::mmap(
+            start as *mut libc::c_void,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            flags | libc::MAP_FIXED,
+            fd,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        let e = std::io::Error::last_os_error();
+        // SAFETY: the whole reservation is ours and unused.
+        unsafe { libc::munmap(r, span) };
+        return Err(e);
+    }
+    // SAFETY: the head and tail cut off lie inside the reservation, outside the
+    // file's mapping `[start, start + mapped)`, and nothing refers to them.
+    unsafe {
+        if start > base {
+            libc::munmap(r, start - base);
+        }
+        let tail = base + span - (start + mapped);
+        if tail > 0 {
+            libc::munmap((start + mapped) as *mut libc::c_void, tail);
+        }
+    }
+    Ok(p as *mut u8)
 }
 
 fn region_len(file: &File) -> std::io::Result<u64> {

@@ -7,12 +7,15 @@
 //!   fences, counters and the tracer calls.
 //! - [`nt`]: the non-temporal streaming copy.
 //! - [`store16`]: aligned 16-byte stores and their calibration.
+//! - [`pages`]: which pages map the region (2 MiB or 4 KiB), measured.
 
 mod access;
 mod map;
 mod nt;
+mod pages;
 mod store16;
 
+pub use pages::{MapPages, MapReport};
 pub use store16::Store16;
 
 use crate::counters::Counters;
@@ -95,6 +98,8 @@ pub struct Pm {
     /// Latency profile charged on reads and persists; `None` for `dram` (no cost,
     /// no work on the hot paths).
     profile: Option<(PmProfile, &'static SpinClock)>,
+    /// `madvise(MADV_HUGEPAGE)` was accepted on the mapping.
+    huge_advised: bool,
     _file: Option<File>,
 }
 
