@@ -196,7 +196,7 @@ impl Model {
                 let data = self.file(p)?;
                 data.resize(*size as usize, 0);
             }
-            Op::WriteBack => {}
+            Op::WriteBack | Op::Resize | Op::Checkpoint => {}
             Op::Punch { path, off, len } => {
                 let data = self.file(path)?;
                 let end = ((off + len) as usize).min(data.len());

@@ -23,7 +23,12 @@ pub(crate) fn explore(
 ) {
     let setup = setup_ops(cfg);
     let all: Vec<Op> = setup.iter().chain(ops.iter()).cloned().collect();
-    let first_crash_op = setup.len();
+    // Crashes only after the workload's last checkpoint (if any).
+    let first_crash_op = setup.len()
+        + ops
+            .iter()
+            .rposition(|o| *o == Op::Checkpoint)
+            .map_or(0, |i| i + 1);
     let op_names: Vec<String> = ops.iter().map(|o| o.to_string()).collect();
     let mut viol = Recorder::new(cfg, shared, idx, op_names);
 

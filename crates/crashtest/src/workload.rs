@@ -73,6 +73,12 @@ pub enum Op {
     /// LAWN write-back of every zone slice (`Fs::lawn_writeback`): changes no file
     /// contents, so the oracle does nothing.
     WriteBack,
+    /// One pass of LAWN zone growth and shrinking (`Fs::lawn_resize`): changes no
+    /// file contents.
+    Resize,
+    /// Does nothing; the explorer crashes only inside the operations after the
+    /// last checkpoint of a workload (what comes before builds its starting state).
+    Checkpoint,
     /// Set extended attribute `name` to `len` bytes of [`pattern`].
     SetXattr {
         /// The file or directory.
@@ -143,6 +149,8 @@ impl fmt::Display for Op {
             Op::Chmod(p, m) => write!(f, "chmod({p}, {m:o})"),
             Op::Punch { path, off, len } => write!(f, "punch_hole({path}, off {off}, len {len})"),
             Op::WriteBack => write!(f, "lawn_writeback()"),
+            Op::Resize => write!(f, "lawn_resize()"),
+            Op::Checkpoint => write!(f, "checkpoint()"),
             Op::SetXattr {
                 path, name, len, ..
             } => write!(f, "setxattr({path}, {name}, len {len})"),
@@ -356,10 +364,41 @@ pub fn small_ops() -> Vec<Op> {
     ]
 }
 
+/// A LAWN zone that grows and shrinks (docs/FORMAT.md §2.9, "Growth"). Not explored
+/// (before the checkpoint): runs of 63 slots on 4 pages of a new file fill the
+/// sub-zones (147 slots each in the explorer's image) below a quarter free, leaving
+/// fewer than 24 free slots in a row. Explored: a resize pass adds a chunk
+/// (descriptors zeroed, table entry), runs of 24 slots on 4 more pages go into it
+/// (those of a sub-zone that grew),
+/// everything is written back and the empty chunks go (table entry cleared).
+pub fn growth_sequence() -> Vec<Op> {
+    let mut v = vec![
+        Op::Creat(s("grow")),
+        Op::Write {
+            path: s("grow"),
+            off: 0,
+            len: 8 * 4096,
+            seed: 50,
+        },
+    ];
+    for p in 0..4u64 {
+        v.push(w("grow", p * 4096, 4032, 51 + p as u8));
+    }
+    v.push(Op::Checkpoint);
+    v.push(Op::Resize);
+    for p in 4..8u64 {
+        v.push(w("grow", p * 4096 + 64, 1500, 56 + p as u8));
+    }
+    v.push(Op::WriteBack);
+    v.push(Op::Resize);
+    v
+}
+
 /// Extra seq-1 sequences with a sub-page small-write mode: alternation back and
 /// forth, and a page CoW'd twice (its first block freed, then reused).
 pub fn small_sequences() -> Vec<Vec<Op>> {
     vec![
+        growth_sequence(),
         vec![
             w("foo", 64, 128, 40),
             w("foo", 64, 128, 41),
@@ -626,6 +665,11 @@ pub fn apply_fs(fs: &Fs, op: &Op) -> Result<(), i32> {
             fs.lawn_writeback();
             Ok(())
         }
+        Op::Resize => {
+            fs.lawn_resize();
+            Ok(())
+        }
+        Op::Checkpoint => Ok(()),
         Op::SetXattr {
             path,
             name,

@@ -7,7 +7,7 @@
 //! the space: the zone never takes space a file write needs.
 //!
 //! Persistence order, growing: chunk blocks allocated (DRAM) → its descriptor blocks
-//! zeroed (non-temporal) → fence → table entry stored, flushed → fence → the chunk's
+//! zeroed (non-temporal; lines already zero are skipped) → fence → table entry stored, flushed → fence → the chunk's
 //! slots join the sub-zone (DRAM). A crash before the entry is durable leaves blocks
 //! no one owns (free again at recovery); after, an empty chunk. Shrinking: every run
 //! of the chunk written back and its descriptor cleared (each write-back fences) →
@@ -173,9 +173,18 @@ impl LawnCore {
             // them (on /dev/shm a first touch also zero-fills the page).
             vol.populate(BlockNo(b).off(), cb * BLOCK);
             // The chunk's descriptors start clear: its blocks may hold anything.
-            let zero = [0u8; BLOCK as usize];
+            // Lines already zero (blocks never written, or freed by a file that
+            // zeroed them) are left alone: a read instead of a PM write.
+            let mut buf = [0u8; BLOCK as usize];
+            let zero = [0u8; 64];
             for i in 0..self.geo.chunk_desc_blocks() {
-                vol.write_nt(BlockNo(b + i).off(), &zero);
+                let at = BlockNo(b + i).off();
+                vol.read(at, &mut buf);
+                for (j, line) in buf.chunks_exact(64).enumerate() {
+                    if line != zero {
+                        vol.write_nt(at + (j as u64 * 64), &zero);
+                    }
+                }
             }
             // Fence: the chunk's descriptors are clear on PM before the entry that
             // makes recovery read them.
