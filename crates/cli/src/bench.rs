@@ -104,6 +104,10 @@ pub struct CommonArgs {
     pub slot_size: u32,
     #[arg(long = "desc-store", value_name = "HOW", value_enum, default_value_t = modes::DescStore::Auto, hide_possible_values = true, help = modes::DESC_STORE_HELP)]
     pub desc_store: modes::DescStore,
+    /// Keep the LAWN zone at its mkfs size (no growth; the write-back thread alone
+    /// frees slots)
+    #[arg(long = "fixed-zone")]
+    pub fixed_zone: bool,
     /// DRAM budget of the read cache, where a preset has one [default: 256M]
     #[arg(long = "read-cache-size", value_name = "SIZE", value_parser = size_arg)]
     pub read_cache_size: Option<u64>,
@@ -363,6 +367,7 @@ pub fn run(a: &BenchArgs) -> CliResult<i32> {
     )?;
     mount.pm_profile = profile(&a.pm_profile)?;
     mount.lawn_desc_store = a.common.desc_store.option();
+    mount.lawn_fixed_zone = a.common.fixed_zone;
     read_cache_options(&mut mount, &a.common)?;
     rc.mount = mount;
     rc.preset = preset_label(
@@ -546,6 +551,7 @@ fn run_compare(c: &CompareArgs) -> CliResult<i32> {
                 let mut mount = modes::resolve(preset, None, None)?;
                 mount.pm_profile = prof;
                 mount.lawn_desc_store = c.common.desc_store.option();
+                mount.lawn_fixed_zone = c.common.fixed_zone;
                 read_cache_options(&mut mount, &c.common)?;
                 let mut label = if c.pm_profiles.len() > 1 {
                     format!("{preset}/{}", prof.name)

@@ -42,7 +42,10 @@ fn the_growth_workload_grows_uses_and_returns_a_chunk() {
                 }
             }
         }
-        assert!(!set.is_empty() && cleared >= set.len(), "{cpus} CPUs: set {set:?}, cleared {cleared}");
+        assert!(
+            !set.is_empty() && cleared >= set.len(),
+            "{cpus} CPUs: set {set:?}, cleared {cleared}"
+        );
         // Slots of a chunk: past its descriptor blocks.
         let in_chunk_slots = events.iter().any(|e| match e {
             Event::Store { off, .. } => set.iter().any(|&b| {

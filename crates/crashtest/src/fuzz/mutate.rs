@@ -77,6 +77,13 @@ fn regions(m: &Map) -> Vec<Region> {
             "LAWN descriptor table".into(),
         ));
     }
+    if g.zone_chunks > 0 {
+        v.push(r(
+            g.chunk_table_start * BLOCK,
+            g.zone_chunks as u64 * 8,
+            "LAWN chunk table".into(),
+        ));
+    }
     v
 }
 
@@ -270,6 +277,8 @@ const SB_FIELDS: &[(&str, usize, W)] = &[
     ("created", format::SB_CREATED_OFF, W::B8),
     ("zone_slots", format::SB_ZONE_SLOTS_OFF, W::B8),
     ("slot_size", format::SB_SLOT_SIZE_OFF, W::B4),
+    ("zone_chunk_blocks", format::SB_ZONE_CHUNK_BLOCKS_OFF, W::B4),
+    ("zone_chunks", format::SB_ZONE_CHUNKS_OFF, W::B4),
 ];
 
 /// A geometry that passes the superblock's consistency checks but does not match the
