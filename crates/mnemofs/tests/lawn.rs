@@ -328,11 +328,12 @@ fn counters_of_a_128_byte_write_are_exact_in_every_mode() {
     // 128 B overwrite at a slot boundary inside a mapped page; LAWN twice: to the
     // zone, then back to the file.
     let cases: [(SmallWriteMode, Store16, &[Counts]); 4] = [
-        // Page CoW: the 4 KiB page, a 64 B entry, the 8 B tail.
+        // Page CoW: the 4 KiB page and a 64 B entry (both non-temporal), the 8 B
+        // tail (flushed).
         (
             SmallWriteMode::Cow,
             Store16::NonTemporal,
-            &[(4096 + 64 + 8, 4096, 2, 2)],
+            &[(4096 + 64 + 8, 4096 + 64, 1, 2)],
         ),
         // Fine-log: a 64 B header + 128 B record (3 lines flushed), the data in place,
         // the 8 B retire.
