@@ -1,4 +1,5 @@
-//! The persistence floor of one 128-byte random overwrite, per write scheme: only the
+//! The persistence floor of one 128-byte random overwrite, per write scheme (and of a
+//! 4 KiB overwrite and a 4 KiB read): only the
 //! `pm` calls each scheme's critical path makes (no file system, no DRAM index, no
 //! lock), at random places of a 576 MiB image on /dev/shm (pre-faulted), under each
 //! PM profile. It bounds what any implementation of the schemes can reach here:
@@ -13,6 +14,10 @@
 //!   (`movntdq`, no flush) instead, as mnemofs does.
 //! - `finelog`: 128 B data + 64 B header redo record flushed, fence, 128 B in place
 //!   flushed, fence, 8 B retire flushed, fence.
+//! - `overwrite-4k` (the floor of a 4 KiB random overwrite of a whole page, as page
+//!   CoW makes it): the new 4 KiB page and a 64 B log entry non-temporal, fence, the
+//!   8 B log tail flushed, fence.
+//! - `read-4k` (the floor of a 4 KiB random read): one 4 KiB copy out of the image.
 //!
 //! `cargo run --release -p pm --example persist_floor [DIR]` (docs/BENCHMARKS.md): the
 //! image goes in DIR (default /dev/shm); it prints the page size the kernel mapped it
@@ -69,6 +74,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "lawn-zone-nt",
             "lawn-file-nt",
             "finelog",
+            "overwrite-4k",
+            "read-4k",
         ] {
             let mut seed = 0x9e37_79b9_7f4a_7c15u64;
             let c0 = pm.counters();
@@ -123,6 +130,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                             pm.flush(d, 16);
                         }
                         pm.fence();
+                    }
+                    "overwrite-4k" => {
+                        let new = fresh + (r % (256 * MIB / 4096)) * 4096;
+                        page[..8].copy_from_slice(&i.to_le_bytes());
+                        // SAFETY: this program has one thread, and the image is its own (a fresh file).
+                        unsafe { pm.write_nt(new, &page) };
+                        let e = log + (i % (8 * MIB / 64)) * 64;
+                        // SAFETY: this program has one thread, and the image is its own (a fresh file).
+                        unsafe { pm.write_nt(e, &page[..64]) };
+                        pm.fence();
+                        pm.store_u64(log, e);
+                        pm.flush(log, 8);
+                        pm.fence();
+                    }
+                    "read-4k" => {
+                        let at = file + (r % (256 * MIB / 4096)) * 4096;
+                        // SAFETY: this program has one thread, and the image is its own (a fresh file).
+                        unsafe { pm.read(at, &mut page) };
+                        std::hint::black_box(&page);
                     }
                     _ => {
                         let rec = log + (i % (8 * MIB / 256)) * 256;
