@@ -155,6 +155,9 @@ impl InodeState {
         self.log.add_live(off, units);
         if refs > 0 {
             self.live.insert(off, Live { units, refs });
+        } else {
+            // Pinned: never dies (see the module doc).
+            self.log.pinned_units = self.log.pinned_units.saturating_add(units);
         }
     }
 

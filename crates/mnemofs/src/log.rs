@@ -69,6 +69,9 @@ pub(crate) struct LogState {
     pub page_live: FxHashMap<u64, u32>,
     /// Units (64 B) held by live or pinned entries.
     pub live_units: u64,
+    /// Of those, units of pinned entries (they never die, but a compaction drops
+    /// them: its snapshot needs none).
+    pub pinned_units: u64,
     /// The value last stored to the inode's PM tail word.
     pub durable: u64,
     /// Appends so far (locked and concurrent), in log order.
@@ -397,11 +400,15 @@ impl LogState {
         freed
     }
 
-    /// Whether thorough GC is worth it: the log has several pages and live entries
-    /// fill less than half of them.
+    /// Whether thorough GC is worth it: the log has several pages and the entries a
+    /// compaction keeps (live ones; pinned ones it drops) fill less than a quarter of
+    /// them. (A compaction rewrites every live entry and rebuilds the DRAM state from
+    /// them: at "less than half", random overwrites of a file paid about one rewritten
+    /// entry per write; at a quarter, a third, for a log up to 4× its live entries.)
     pub fn wants_compaction(&self) -> bool {
         let n = self.pages.len() as u64;
-        self.inflight == 0 && n >= 4 && self.live_units * UNIT * 2 < n * LOG_DATA
+        let kept = self.live_units.saturating_sub(self.pinned_units);
+        self.inflight == 0 && n >= 4 && kept * UNIT * 4 < n * LOG_DATA
     }
 
     pub fn bytes(&self) -> u64 {
