@@ -167,13 +167,19 @@ fn optane_charges_exactly_the_modeled_cost_of_a_4k_read() {
 fn counters_of_a_4k_overwrite_run_are_exact() {
     // DWOM overwrites one 4 KiB block per op: the engine's exact per-write traffic
     // (crates/mnemofs/tests/basic_ops.rs `counters_of_a_4k_write_are_exact`) times
-    // the ops: a 4 KiB non-temporal page, a 64 B log entry and an 8 B tail; two
-    // fences. Log GC may add a little when a log page fills.
+    // the ops: a 4 KiB page and a 64 B log entry, both non-temporal, and an 8 B
+    // tail; two fences. Log upkeep adds a little: a fresh log page (4 KiB,
+    // non-temporal) every ~62 entries, and GC's stores.
     let preset = &PRESETS[0];
     let r = run_tiny(&tiny(Workload::Dwom, preset, PmProfile::DRAM));
     check(Workload::Dwom, &r);
     assert_eq!(r.user_bytes_written, OPS * 4096);
-    assert_eq!(r.pm_nt_bytes_written, OPS * 4096);
+    let extra = r.pm_nt_bytes_written - OPS * (4096 + 64);
+    assert!(
+        extra.is_multiple_of(64) && extra <= (OPS / 32 + 2) * 4096,
+        "{}",
+        r.pm_nt_bytes_written
+    );
     // Two fences per write, plus the few of log GC when a log page is retired.
     assert!(r.fences >= OPS * 2, "{}", r.fences);
     assert!(r.fences <= OPS * 2 + OPS / 10, "{}", r.fences);
