@@ -6,27 +6,11 @@
 mod common;
 
 use common::Img;
-use mnemofs::{Fs, FsError, Ino, MkfsOptions, MountOptions, SmallWriteMode, ROOT_INO};
+use mnemofs::{Fs, FsError, Ino, MountOptions, SmallWriteMode, ROOT_INO};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-fn image(size: u64) -> Img {
-    let img = common::fresh_empty();
-    mnemofs::mkfs(
-        &img.path,
-        &MkfsOptions {
-            size,
-            cpus: 2,
-            inodes: 0,
-            force: false,
-            zone_percent: 3,
-            slot_size: 64,
-        },
-    )
-    .unwrap();
-    img
-}
-
+/// Images: `common::fresh` (2 CPUs, the default zone: 3 %, 64 B slots).
 /// No background thread: growth happens at `Fs::lawn_resize`, deterministically.
 fn mount(img: &Img, mode: SmallWriteMode) -> Fs {
     mnemofs::mount(
@@ -89,7 +73,7 @@ fn small_writes(fs: &Fs, f: &mut File, rng: &mut StdRng, batches: usize, next: &
 
 #[test]
 fn a_low_sub_zone_grows_and_keeps_every_byte_across_remounts() {
-    let img = image(32 << 20);
+    let img = common::fresh(32 << 20);
     let mut rng = StdRng::seed_from_u64(1);
     let fs = mount(&img, SmallWriteMode::Lawn);
     let mut f = File::new(&fs, b"f", 8 << 20, &mut rng);
@@ -153,7 +137,7 @@ fn a_low_sub_zone_grows_and_keeps_every_byte_across_remounts() {
 
 #[test]
 fn empty_chunks_go_back_and_growth_stops_short_of_the_files_share() {
-    let img = image(32 << 20);
+    let img = common::fresh(32 << 20);
     let mut rng = StdRng::seed_from_u64(2);
     let fs = mount(&img, SmallWriteMode::Lawn);
     let mut f = File::new(&fs, b"f", 12 << 20, &mut rng);
@@ -196,7 +180,7 @@ fn empty_chunks_go_back_and_growth_stops_short_of_the_files_share() {
 
 #[test]
 fn a_file_write_takes_the_zones_space_before_enospc() {
-    let img = image(32 << 20);
+    let img = common::fresh(32 << 20);
     let mut rng = StdRng::seed_from_u64(3);
     let fs = mount(&img, SmallWriteMode::Lawn);
     let mut f = File::new(&fs, b"f", 8 << 20, &mut rng);
@@ -236,7 +220,7 @@ fn a_file_write_takes_the_zones_space_before_enospc() {
 
 #[test]
 fn fsck_and_mount_refuse_a_bad_chunk_table() {
-    let img = image(32 << 20);
+    let img = common::fresh(32 << 20);
     let mut rng = StdRng::seed_from_u64(4);
     let fs = mount(&img, SmallWriteMode::Lawn);
     let mut f = File::new(&fs, b"f", 8 << 20, &mut rng);
