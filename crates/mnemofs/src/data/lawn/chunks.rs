@@ -146,8 +146,8 @@ impl LawnCore {
     }
 
     /// Grows sub-zone `sub` by chunks until [`GROW_TARGET_PCT`] of its slots are free,
-    /// while [`Self::may_grow`] and the sub-zone has table entries left. Returns the
-    /// chunks added.
+    /// while [`Self::may_grow`] and the sub-zone has table entries left (the caller
+    /// holds `resizing`). Returns the chunks added.
     pub(super) fn grow(&self, store: &Store, sub: usize) -> u64 {
         let cb = self.geo.zone_chunk_blocks as u64;
         let mut added = 0;
@@ -232,10 +232,10 @@ impl LawnCore {
         true
     }
 
-    /// Empties one chunk (the one with the fewest used slots over all sub-zones)
-    /// by writing its runs back, and gives its blocks back. Takes page locks: the
-    /// caller holds none. Returns whether a chunk was given back.
-    pub fn shrink_one(&self, store: &Store) -> bool {
+    /// Empties one chunk (the one with the fewest used slots over all sub-zones) by
+    /// writing its runs back, and gives its blocks back. Takes page locks: the caller
+    /// holds none, and holds `resizing`. Returns whether a chunk was given back.
+    pub(super) fn shrink_one(&self, store: &Store) -> bool {
         let mut best: Option<(u64, usize, usize)> = None;
         for (i, z) in self.subs.iter().enumerate() {
             let z = z.lock();
@@ -310,6 +310,7 @@ impl LawnCore {
         if self.geo.zone_chunks == 0 {
             return;
         }
+        let _one = self.resizing.lock();
         for i in 0..self.subs.len() {
             let low = {
                 let z = self.subs[i].lock();
@@ -370,6 +371,8 @@ impl Lawn {
     /// lock). Returns whether any space came back.
     pub fn reclaim(&self, store: &Store, blocks: u64) -> bool {
         let core = &*self.core;
+        // (The caller holds no page lock, and the thread's pass waits for no writer.)
+        let _one = core.resizing.lock();
         let want = store.space.available().saturating_add(blocks);
         let mut any = false;
         while store.space.available() < want {

@@ -46,6 +46,9 @@ pub(crate) struct LawnCore {
     /// Whether the zone grows (`MountOptions::lawn_grow` on an image with a chunk
     /// table); chunks it has are given back when files need the space either way.
     pub grow: bool,
+    /// Held while the zone grows or shrinks (the thread's pass, `Fs::lawn_resize`, a
+    /// writer's reclaim): two of them must not pick the same chunk table entry.
+    pub resizing: Mutex<()>,
     /// Per sub-zone: whether it can grow now (set by the write-back thread).
     pub growable: Vec<AtomicBool>,
     pub subs: Vec<SpinMutex<SubZone>>,

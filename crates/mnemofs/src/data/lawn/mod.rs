@@ -113,6 +113,7 @@ impl Lawn {
                 geo,
                 map,
                 grow: grow && geo.zone_chunks > 0,
+                resizing: Mutex::new(()),
                 growable: (0..subs.len())
                     .map(|_| AtomicBool::new(grow && geo.zone_chunks > 0))
                     .collect(),
