@@ -169,9 +169,7 @@ impl Store {
         ns.index = st.index.clone();
         ns.parent = st.parent;
         ns.log.commit(&staged);
-        for (e, &off) in entries.iter().zip(&staged.offsets) {
-            ns.apply(off, e);
-        }
+        ns.adopt_compacted(st, &entries, &staged.offsets);
         if let (Some(nd), Some(od)) = (ns.dir.as_mut(), st.dir.as_ref()) {
             nd.next_cookie = nd.next_cookie.max(od.next_cookie);
         }

@@ -114,10 +114,17 @@ impl DataPlane {
     }
 
     /// Old blocks of the partial head and tail pages of `[off, end)`, to merge.
+    /// Only a page the write covers in part is looked up (a whole-page overwrite
+    /// needs neither), in the radix mirror of the page map (state lock held).
     fn partial_pages(st: &InodeState, off: u64, end: u64) -> (Option<u64>, Option<u64>) {
-        let head = st.pages.get(&page_of(off)).map(|p| p.block);
-        let tail = st.pages.get(&page_of(end - 1)).map(|p| p.block);
-        (head, tail)
+        let (first, last) = (page_of(off), page_of(end - 1));
+        let head_partial = off % BLOCK != 0 || end < page_start(first) + BLOCK;
+        let tail_partial = last != first && end % BLOCK != 0;
+        let get = |pg: u64| Some(st.index.get(pg)).filter(|&b| b != 0);
+        (
+            if head_partial { get(first) } else { None },
+            if tail_partial { get(last) } else { None },
+        )
     }
 
     /// Stores `data` (at file offset `off`) into the fresh blocks `runs`, merging the
@@ -181,9 +188,12 @@ impl DataPlane {
         let entries = Self::write_entries(first, &runs, end, Timespec::now());
         // The old partial pages, from the lock-free index: our exclusive range lock
         // keeps them stable.
+        let head_partial = off % BLOCK != 0 || end < page_start(first) + BLOCK;
+        let tail_partial = last != first && end % BLOCK != 0;
+        let get = |pg: u64| Some(inode.index.get(pg)).filter(|&b| b != 0);
         let old = (
-            Some(inode.index.get(first)).filter(|&b| b != 0),
-            Some(inode.index.get(last)).filter(|&b| b != 0),
+            if head_partial { get(first) } else { None },
+            if tail_partial { get(last) } else { None },
         );
         let r = self.reserve_or_free(inode, &entries, &runs)?;
         self.copy_in(inode.ino, &runs, off, data, old);

@@ -264,6 +264,39 @@ pub enum Entry {
     },
 }
 
+/// Bytes of an entry encoded without allocating ([`Entry::encode`]).
+const INLINE: usize = 2 * UNIT as usize;
+
+/// An encoded entry body: on the stack when it has at most two units, else on the
+/// heap. Dereferences to its bytes.
+#[derive(Clone, Debug)]
+pub struct Encoded {
+    inline: [u8; INLINE],
+    heap: Vec<u8>,
+    len: usize,
+}
+
+impl std::ops::Deref for Encoded {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        if self.len <= INLINE {
+            &self.inline[..self.len]
+        } else {
+            &self.heap
+        }
+    }
+}
+
+impl std::ops::DerefMut for Encoded {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        if self.len <= INLINE {
+            &mut self.inline[..self.len]
+        } else {
+            &mut self.heap
+        }
+    }
+}
+
 impl Entry {
     /// Size in 64-byte units.
     pub fn units(&self) -> u64 {
@@ -280,10 +313,26 @@ impl Entry {
         }
     }
 
-    /// Encodes the entry with a zero commit word.
-    pub fn encode(&self) -> Vec<u8> {
+    /// Encodes the entry with a zero commit word. Entries of up to two units (every
+    /// data write, link and attribute entry, short names) are encoded on the stack:
+    /// no allocation on the write path.
+    pub fn encode(&self) -> Encoded {
         let units = self.units();
-        let mut b = vec![0u8; units.saturating_mul(UNIT) as usize];
+        let len = units.saturating_mul(UNIT) as usize;
+        let mut out = if len <= INLINE {
+            Encoded {
+                inline: [0u8; INLINE],
+                heap: Vec::new(),
+                len,
+            }
+        } else {
+            Encoded {
+                inline: [0u8; INLINE],
+                heap: vec![0u8; len],
+                len,
+            }
+        };
+        let b: &mut [u8] = &mut out;
         b[ENTRY_UNITS_OFF] = units as u8;
         match self {
             Entry::Write {
@@ -294,12 +343,12 @@ impl Entry {
                 mtime,
             } => {
                 b[ENTRY_TYPE_OFF] = ET_WRITE;
-                put_u64(&mut b, WRITE_PGOFF_OFF, *pgoff);
-                put_u64(&mut b, WRITE_BLOCK_OFF, *block);
-                put_u32(&mut b, WRITE_NPAGES_OFF, *npages);
-                put_u32(&mut b, WRITE_MTIME_NSEC_OFF, mtime.nsec);
-                put_u64(&mut b, WRITE_SIZE_AFTER_OFF, *size_after);
-                put_u64(&mut b, WRITE_MTIME_SEC_OFF, mtime.sec as u64);
+                put_u64(b, WRITE_PGOFF_OFF, *pgoff);
+                put_u64(b, WRITE_BLOCK_OFF, *block);
+                put_u32(b, WRITE_NPAGES_OFF, *npages);
+                put_u32(b, WRITE_MTIME_NSEC_OFF, mtime.nsec);
+                put_u64(b, WRITE_SIZE_AFTER_OFF, *size_after);
+                put_u64(b, WRITE_MTIME_SEC_OFF, mtime.sec as u64);
             }
             Entry::SetAttr {
                 mode,
@@ -313,24 +362,24 @@ impl Entry {
                 flags,
             } => {
                 b[ENTRY_TYPE_OFF] = ET_SETATTR;
-                put_u32(&mut b, SETATTR_MODE_OFF, *mode);
-                put_u32(&mut b, SETATTR_UID_OFF, *uid);
-                put_u32(&mut b, SETATTR_GID_OFF, *gid);
-                put_u32(&mut b, SETATTR_RDEV_OFF, *rdev);
-                put_u64(&mut b, SETATTR_SIZE_OFF, *size);
-                put_u64(&mut b, SETATTR_ATIME_SEC_OFF, atime.sec as u64);
-                put_u64(&mut b, SETATTR_MTIME_SEC_OFF, mtime.sec as u64);
-                put_u64(&mut b, SETATTR_CTIME_SEC_OFF, ctime.sec as u64);
-                put_u32(&mut b, SETATTR_ATIME_NSEC_OFF, atime.nsec);
-                put_u32(&mut b, SETATTR_MTIME_NSEC_OFF, mtime.nsec);
-                put_u32(&mut b, SETATTR_CTIME_NSEC_OFF, ctime.nsec);
-                put_u32(&mut b, SETATTR_FLAGS_OFF, *flags);
+                put_u32(b, SETATTR_MODE_OFF, *mode);
+                put_u32(b, SETATTR_UID_OFF, *uid);
+                put_u32(b, SETATTR_GID_OFF, *gid);
+                put_u32(b, SETATTR_RDEV_OFF, *rdev);
+                put_u64(b, SETATTR_SIZE_OFF, *size);
+                put_u64(b, SETATTR_ATIME_SEC_OFF, atime.sec as u64);
+                put_u64(b, SETATTR_MTIME_SEC_OFF, mtime.sec as u64);
+                put_u64(b, SETATTR_CTIME_SEC_OFF, ctime.sec as u64);
+                put_u32(b, SETATTR_ATIME_NSEC_OFF, atime.nsec);
+                put_u32(b, SETATTR_MTIME_NSEC_OFF, mtime.nsec);
+                put_u32(b, SETATTR_CTIME_NSEC_OFF, ctime.nsec);
+                put_u32(b, SETATTR_FLAGS_OFF, *flags);
             }
             Entry::Link { nlink, ctime } => {
                 b[ENTRY_TYPE_OFF] = ET_LINK;
-                put_u32(&mut b, LINK_NLINK_OFF, *nlink);
-                put_u32(&mut b, LINK_CTIME_NSEC_OFF, ctime.nsec);
-                put_u64(&mut b, LINK_CTIME_SEC_OFF, ctime.sec as u64);
+                put_u32(b, LINK_NLINK_OFF, *nlink);
+                put_u32(b, LINK_CTIME_NSEC_OFF, ctime.nsec);
+                put_u64(b, LINK_CTIME_SEC_OFF, ctime.sec as u64);
             }
             Entry::Dentry {
                 op,
@@ -341,10 +390,10 @@ impl Entry {
                 name,
             } => {
                 b[ENTRY_TYPE_OFF] = ET_DENTRY;
-                put_u64(&mut b, DENTRY_INO_OFF, *ino);
-                put_u64(&mut b, DENTRY_COOKIE_OFF, *cookie);
-                put_u64(&mut b, DENTRY_TIME_SEC_OFF, time.sec as u64);
-                put_u32(&mut b, DENTRY_TIME_NSEC_OFF, time.nsec);
+                put_u64(b, DENTRY_INO_OFF, *ino);
+                put_u64(b, DENTRY_COOKIE_OFF, *cookie);
+                put_u64(b, DENTRY_TIME_SEC_OFF, time.sec as u64);
+                put_u32(b, DENTRY_TIME_NSEC_OFF, time.nsec);
                 b[DENTRY_NAME_LEN_OFF] = name.len() as u8;
                 b[DENTRY_OP_OFF] = *op;
                 b[DENTRY_DTYPE_OFF] = kind.dirent_type();
@@ -360,13 +409,13 @@ impl Entry {
                 b[XATTR_NAME_LEN_OFF] = name.len() as u8;
                 b[XATTR_OP_OFF] = *op;
                 b[XATTR_VALUE_LEN_OFF..][..2].copy_from_slice(&(value.len() as u16).to_le_bytes());
-                put_u32(&mut b, XATTR_CTIME_NSEC_OFF, ctime.nsec);
-                put_u64(&mut b, XATTR_CTIME_SEC_OFF, ctime.sec as u64);
+                put_u32(b, XATTR_CTIME_NSEC_OFF, ctime.nsec);
+                put_u64(b, XATTR_CTIME_SEC_OFF, ctime.sec as u64);
                 b[XATTR_NAME_OFF..][..name.len()].copy_from_slice(name);
                 b[XATTR_NAME_OFF..][name.len()..][..value.len()].copy_from_slice(value);
             }
         }
-        b
+        out
     }
 
     /// Decodes an entry body (`b` starts at the entry's commit word) and checks every
