@@ -1,10 +1,17 @@
 //! Per-CPU page allocators (DRAM only; rebuilt from PM at mount).
 //!
-//! The data area is split into one contiguous range per CPU ([`placement`]); each range keeps its free
-//! extents in a B-tree (start → length) under its own lock, so threads on different
-//! CPUs allocate without contention. An allocation that its CPU cannot satisfy takes
-//! from the other CPUs. A small reserve is kept for log pages so that metadata
-//! operations that free space (unlink, truncate) still work on a full device.
+//! The data area is split into one contiguous range per CPU ([`placement`]); each
+//! range keeps its free extents under its own lock, so threads on different CPUs
+//! allocate without contention. An allocation that its CPU cannot satisfy takes from
+//! the other CPUs. A small reserve is kept for log pages so that metadata operations
+//! that free space (unlink, truncate) still work on a full device.
+//!
+//! Nothing scans: each range indexes its extents twice, by start (to coalesce a
+//! freed run with its neighbours) and by length (an allocation of `n` takes the
+//! shortest extent that holds `n`, the best fit, in one B-tree lookup; when none
+//! does, the longest ones). Single blocks — the log page or data block of every
+//! small write, freed as often as taken — go through a short per-range stack first
+//! and touch neither tree.
 
 use crate::error::{FsError, Result};
 use crate::format::Geometry;
@@ -12,22 +19,92 @@ use placement::Placement;
 
 mod placement;
 use parking_lot::Mutex;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Blocks only log (metadata) allocations may use.
 const META_RESERVE_MAX: u64 = 256;
 
+/// Freed single blocks a range keeps outside its trees (taken first by one-block
+/// allocations; a full stack sends frees to the trees, where they coalesce).
+const SINGLES_MAX: usize = 32;
+
 pub(crate) struct Space {
     geo: Geometry,
     placement: Placement,
-    cpus: Vec<Mutex<BTreeMap<u64, u64>>>,
+    cpus: Vec<Mutex<Extents>>,
     free: AtomicU64,
     reserve: u64,
 }
 
 /// A run of contiguous blocks.
 pub(crate) type Run = (u64, u64);
+
+/// The free blocks of one range.
+#[derive(Default)]
+struct Extents {
+    /// start → length.
+    by_start: BTreeMap<u64, u64>,
+    /// (length, start) of the same extents.
+    by_len: BTreeSet<(u64, u64)>,
+    /// Single free blocks not in the trees.
+    singles: Vec<u64>,
+}
+
+impl Extents {
+    fn blocks(&self) -> u64 {
+        self.by_start.values().sum::<u64>() + self.singles.len() as u64
+    }
+
+    fn remove(&mut self, s: u64, l: u64) {
+        self.by_start.remove(&s);
+        self.by_len.remove(&(l, s));
+    }
+
+    fn add(&mut self, s: u64, l: u64) {
+        self.by_start.insert(s, l);
+        self.by_len.insert((l, s));
+    }
+
+    /// Takes up to `need` blocks from the front of the best extent: the shortest
+    /// holding all of them, else the longest. `None` when the trees are empty.
+    fn take(&mut self, need: u64) -> Option<Run> {
+        let (l, s) = self
+            .by_len
+            .range((need, 0)..)
+            .next()
+            .or_else(|| self.by_len.iter().next_back())
+            .copied()?;
+        self.remove(s, l);
+        let take = l.min(need);
+        if take < l {
+            self.add(s + take, l - take);
+        }
+        Some((s, take))
+    }
+
+    /// Returns a run, coalescing it with the extents on either side.
+    fn put(&mut self, start: u64, len: u64) {
+        if len == 1 && self.singles.len() < SINGLES_MAX {
+            self.singles.push(start);
+            return;
+        }
+        let (mut s, mut l) = (start, len);
+        if let Some((&ps, &pl)) = self.by_start.range(..s).next_back() {
+            debug_assert!(ps + pl <= s, "double free of block {s}");
+            if ps + pl == s {
+                self.remove(ps, pl);
+                s = ps;
+                l += pl;
+            }
+        }
+        if let Some(&nl) = self.by_start.get(&(start + len)) {
+            self.remove(start + len, nl);
+            l += nl;
+        }
+        self.add(s, l);
+    }
+}
 
 impl Space {
     /// An allocator with nothing free.
@@ -37,7 +114,7 @@ impl Space {
             geo,
             placement,
             cpus: (0..placement.ranges())
-                .map(|_| Mutex::new(BTreeMap::new()))
+                .map(|_| Mutex::new(Extents::default()))
                 .collect(),
             free: AtomicU64::new(0),
             reserve: (geo.data_blocks() / 100).clamp(8, META_RESERVE_MAX),
@@ -54,20 +131,26 @@ impl Space {
     }
 
     pub fn per_cpu_free(&self) -> Vec<u64> {
-        self.cpus
-            .iter()
-            .map(|m| m.lock().values().sum::<u64>())
-            .collect()
+        self.cpus.iter().map(|m| m.lock().blocks()).collect()
     }
 
-    /// All free extents, in block order.
+    /// All free extents, in block order, adjacent ones merged.
     pub fn extents(&self) -> Vec<Run> {
         let mut v: Vec<Run> = Vec::new();
         for m in &self.cpus {
-            v.extend(m.lock().iter().map(|(&s, &l)| (s, l)));
+            let m = m.lock();
+            v.extend(m.by_start.iter().map(|(&s, &l)| (s, l)));
+            v.extend(m.singles.iter().map(|&b| (b, 1)));
         }
         v.sort_unstable();
-        v
+        let mut out: Vec<Run> = Vec::with_capacity(v.len());
+        for (s, l) in v {
+            match out.last_mut() {
+                Some(last) if last.0 + last.1 == s => last.1 += l,
+                _ => out.push((s, l)),
+            }
+        }
+        out
     }
 
     fn current_cpu(&self) -> usize {
@@ -80,6 +163,24 @@ impl Space {
         }
     }
 
+    /// Claims `n` blocks of the free count, keeping `floor` of it; false when there
+    /// are not that many.
+    fn claim(&self, n: u64, floor: u64) -> bool {
+        let mut cur = self.free.load(Ordering::Relaxed);
+        loop {
+            if cur < n.saturating_add(floor) {
+                return false;
+            }
+            match self
+                .free
+                .compare_exchange_weak(cur, cur - n, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => return true,
+                Err(x) => cur = x,
+            }
+        }
+    }
+
     /// Allocates `n` blocks as one or more runs. `meta` allocations may dip into the
     /// reserve; data allocations fail with ENOSPC before touching it.
     pub fn alloc(&self, n: u64, meta: bool) -> Result<Vec<Run>> {
@@ -88,40 +189,31 @@ impl Space {
         }
         let floor = if meta { 0 } else { self.reserve };
         // Claim the count first so concurrent allocators cannot overdraw.
-        let mut cur = self.free.load(Ordering::Relaxed);
-        loop {
-            if cur < n + floor {
-                return Err(FsError::NoSpace);
-            }
-            match self
-                .free
-                .compare_exchange_weak(cur, cur - n, Ordering::AcqRel, Ordering::Relaxed)
-            {
-                Ok(_) => break,
-                Err(x) => cur = x,
-            }
+        if !self.claim(n, floor) {
+            return Err(FsError::NoSpace);
         }
-        let mut runs = Vec::new();
+        let mut runs = Vec::with_capacity(1);
         let mut need = n;
         let first = self.current_cpu();
         for k in 0..self.cpus.len() {
             let cpu = (first + k) % self.cpus.len();
             let mut m = self.cpus[cpu].lock();
-            while need > 0 {
-                // Prefer an extent that holds the whole request, else take the first.
-                let pick = m
-                    .iter()
-                    .find(|(_, &l)| l >= need)
-                    .or_else(|| m.iter().next())
-                    .map(|(&s, &l)| (s, l));
-                let Some((s, l)) = pick else { break };
-                m.remove(&s);
-                let take = l.min(need);
-                if take < l {
-                    m.insert(s + take, l - take);
+            if need == 1 {
+                if let Some(b) = m.singles.pop() {
+                    runs.push((b, 1));
+                    need = 0;
+                    break;
                 }
-                runs.push((s, take));
-                need -= take;
+            }
+            while need > 0 {
+                let Some(r) = m.take(need) else { break };
+                runs.push(r);
+                need -= r.1;
+            }
+            while need > 0 {
+                let Some(b) = m.singles.pop() else { break };
+                runs.push((b, 1));
+                need -= 1;
             }
             if need == 0 {
                 break;
@@ -140,36 +232,22 @@ impl Space {
     }
 
     /// Allocates `n` contiguous blocks that data writes may take (not the metadata
-    /// reserve), from the end of the first extent long enough (the current CPU's
+    /// reserve), from the end of the shortest extent long enough (the current CPU's
     /// range first), or `None` when no extent is. Files allocate from the front of
     /// extents, so what this takes (LAWN chunks) stays out of their way.
     pub fn alloc_contiguous(&self, n: u64) -> Option<u64> {
-        if n == 0 {
+        if n == 0 || !self.claim(n, self.reserve) {
             return None;
-        }
-        let mut cur = self.free.load(Ordering::Relaxed);
-        loop {
-            if cur < n.saturating_add(self.reserve) {
-                return None;
-            }
-            match self
-                .free
-                .compare_exchange_weak(cur, cur - n, Ordering::AcqRel, Ordering::Relaxed)
-            {
-                Ok(_) => break,
-                Err(x) => cur = x,
-            }
         }
         let first = self.current_cpu();
         for k in 0..self.cpus.len() {
             let cpu = (first + k) % self.cpus.len();
             let mut m = self.cpus[cpu].lock();
-            let pick = m.iter().find(|(_, &l)| l >= n).map(|(&s, &l)| (s, l));
-            if let Some((s, l)) = pick {
-                if l == n {
-                    m.remove(&s);
-                } else {
-                    m.insert(s, l - n);
+            let pick = m.by_len.range((n, 0)..).next().copied();
+            if let Some((l, s)) = pick {
+                m.remove(s, l);
+                if l > n {
+                    m.add(s, l - n);
                 }
                 return Some(s + l - n);
             }
@@ -181,44 +259,21 @@ impl Space {
     /// Allocates one block (log page).
     pub fn alloc_one(&self, meta: bool) -> Result<u64> {
         let runs = self.alloc(1, meta)?;
-        Ok(runs[0].0)
+        runs.first().map(|r| r.0).ok_or(FsError::NoSpace)
     }
 
     /// Returns a run to the allocator(s) owning its blocks.
-    pub fn free_run(&self, start: u64, len: u64) {
-        self.free_run_split(start, len);
-    }
-
-    fn free_run_split(&self, mut start: u64, mut len: u64) {
+    pub fn free_run(&self, mut start: u64, mut len: u64) {
         debug_assert!(len == 0 || self.geo.is_data_block(start + len - 1));
         while len > 0 {
             let cpu = self.placement.range_of(start);
             let (_, end) = self.placement.range(cpu);
             let take = len.min(end - start);
-            self.insert(cpu as usize, start, take);
+            self.cpus[cpu as usize].lock().put(start, take);
+            self.free.fetch_add(take, Ordering::AcqRel);
             start += take;
             len -= take;
         }
-    }
-
-    fn insert(&self, cpu: usize, start: u64, len: u64) {
-        let mut m = self.cpus[cpu].lock();
-        let mut s = start;
-        let mut l = len;
-        if let Some((&ps, &pl)) = m.range(..s).next_back() {
-            debug_assert!(ps + pl <= s, "double free of block {s}");
-            if ps + pl == s {
-                m.remove(&ps);
-                s = ps;
-                l += pl;
-            }
-        }
-        if let Some(&nl) = m.get(&(start + len)) {
-            m.remove(&(start + len));
-            l += nl;
-        }
-        m.insert(s, l);
-        self.free.fetch_add(len, Ordering::AcqRel);
     }
 
     /// Returns every block of `runs`.
@@ -259,8 +314,9 @@ mod tests {
         assert_eq!(s.free_blocks(), total - 10);
         s.free_runs(&r);
         assert_eq!(s.free_blocks(), total);
-        // Fully coalesced again: one extent per CPU.
-        assert_eq!(s.extents().len(), 2);
+        // Fully coalesced again: one extent per CPU, which `extents` reports as the
+        // one run they make together.
+        assert_eq!(s.extents(), vec![(g.data_start, g.data_blocks())]);
     }
 
     #[test]
@@ -273,7 +329,8 @@ mod tests {
         }
         let s = from_used(g, &used);
         let before = s.free_blocks();
-        // Only the 600-block hole holds 16; its last 16 blocks are taken.
+        // Only the 600-block hole holds 16 (the 5-block one is shorter); its last 16
+        // blocks are taken.
         assert_eq!(s.alloc_contiguous(16), Some(g.data_start + 684));
         assert_eq!(s.free_blocks(), before - 16);
         // Not past the metadata reserve.
@@ -281,6 +338,61 @@ mod tests {
         assert_eq!(s.free_blocks(), before - 16);
         s.free_run(g.data_start + 684, 16);
         assert_eq!(s.extents().len(), 2);
+    }
+
+    /// An allocation takes the shortest extent that holds it (found by length, not
+    /// by a scan), else the longest extents first; a freed single block is the next
+    /// one-block allocation.
+    #[test]
+    fn best_fit_by_length_and_single_blocks_first() {
+        let g = geo();
+        let mut used = vec![true; g.data_blocks() as usize];
+        // Free extents at 10 (1 block), 20 (3), 30 (8), 50 (2), 60 (400).
+        for (at, len) in [(10usize, 1usize), (20, 3), (30, 8), (50, 2), (60, 400)] {
+            for u in &mut used[at..at + len] {
+                *u = false;
+            }
+        }
+        let s = Space::empty(g);
+        for (i, &u) in used.iter().enumerate() {
+            if !u {
+                // Whole extents, as recovery frees them (not block by block).
+                if i == 0 || used[i - 1] {
+                    let len = used[i..].iter().take_while(|&&x| !x).count() as u64;
+                    s.free_run(g.data_start + i as u64, len);
+                }
+            }
+        }
+        let d = g.data_start;
+        assert_eq!(s.alloc(2, true).unwrap(), vec![(d + 50, 2)]);
+        assert_eq!(s.alloc(5, true).unwrap(), vec![(d + 30, 5)]);
+        // Two extents of 3 now (at 20, and the rest of 30's): the lower one.
+        assert_eq!(s.alloc(3, true).unwrap(), vec![(d + 20, 3)]);
+        // A single block is a best fit of one: the 1-block extent, not a long one.
+        assert_eq!(s.alloc(1, true).unwrap(), vec![(d + 10, 1)]);
+        // More than any extent holds: the longest first, then the next longest.
+        let r = s.alloc(402, true).unwrap();
+        assert_eq!(r, vec![(d + 60, 400), (d + 35, 2)]);
+        // A freed single block comes back first.
+        s.free_run(d + 10, 1);
+        assert_eq!(s.alloc(1, true).unwrap(), vec![(d + 10, 1)]);
+        // Free everything again: the extents merge, singles included.
+        s.free_runs(&r);
+        for b in [10, 20, 21, 22, 30, 31, 32, 33, 34, 50, 51] {
+            s.free_run(d + b, 1);
+        }
+        assert_eq!(
+            s.extents(),
+            vec![
+                (d + 10, 1),
+                (d + 20, 3),
+                (d + 30, 8),
+                (d + 50, 2),
+                (d + 60, 400)
+            ]
+        );
+        assert_eq!(s.per_cpu_free().iter().sum::<u64>(), 414);
+        assert_eq!(s.free_blocks(), 414);
     }
 
     #[test]
