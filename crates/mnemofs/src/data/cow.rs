@@ -118,8 +118,8 @@ impl DataPlane {
     /// needs neither), in the radix mirror of the page map (state lock held).
     fn partial_pages(st: &InodeState, off: u64, end: u64) -> (Option<u64>, Option<u64>) {
         let (first, last) = (page_of(off), page_of(end - 1));
-        let head_partial = off % BLOCK != 0 || end < page_start(first) + BLOCK;
-        let tail_partial = last != first && end % BLOCK != 0;
+        let head_partial = !off.is_multiple_of(BLOCK) || end < page_start(first) + BLOCK;
+        let tail_partial = last != first && !end.is_multiple_of(BLOCK);
         let get = |pg: u64| Some(st.index.get(pg)).filter(|&b| b != 0);
         (
             if head_partial { get(first) } else { None },
@@ -188,8 +188,8 @@ impl DataPlane {
         let entries = Self::write_entries(first, &runs, end, Timespec::now());
         // The old partial pages, from the lock-free index: our exclusive range lock
         // keeps them stable.
-        let head_partial = off % BLOCK != 0 || end < page_start(first) + BLOCK;
-        let tail_partial = last != first && end % BLOCK != 0;
+        let head_partial = !off.is_multiple_of(BLOCK) || end < page_start(first) + BLOCK;
+        let tail_partial = last != first && !end.is_multiple_of(BLOCK);
         let get = |pg: u64| Some(inode.index.get(pg)).filter(|&b| b != 0);
         let old = (
             if head_partial { get(first) } else { None },
