@@ -24,12 +24,8 @@ use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
-/// A page of file data: where it is, and which entry mapped it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct PageRef {
-    pub block: u64,
-    pub entry: u64,
-}
+use crate::pagemap::PageMap;
+pub(crate) use crate::pagemap::PageRef;
 
 /// One name in a directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -83,7 +79,7 @@ pub(crate) struct InodeState {
     pub mtime: Timespec,
     pub ctime: Timespec,
     pub log: LogState,
-    pub pages: BTreeMap<u64, PageRef>,
+    pub pages: PageMap,
     pub dir: Option<DirState>,
     /// Extended attributes: name → (value, offset of the entry that set it).
     pub xattrs: BTreeMap<Vec<u8>, (Vec<u8>, u64)>,
@@ -119,7 +115,7 @@ impl InodeState {
             mtime: Timespec::default(),
             ctime: Timespec::default(),
             log: LogState::default(),
-            pages: BTreeMap::new(),
+            pages: PageMap::default(),
             dir: (kind == FileKind::Directory).then(DirState::default),
             xattrs: BTreeMap::new(),
             generation: 0,
@@ -175,9 +171,8 @@ impl InodeState {
 
     /// Unmaps pages `from..` (truncation); returns their blocks.
     fn drop_pages_from(&mut self, from: u64, freed: &mut Vec<Run>) {
-        let gone: Vec<u64> = self.pages.range(from..).map(|(&k, _)| k).collect();
-        for k in gone {
-            if let Some(pr) = self.pages.remove(&k) {
+        for k in self.pages.pages_in(from, u64::MAX) {
+            if let Some(pr) = self.pages.remove(k) {
                 self.index.set(k, 0);
                 push_run(freed, pr.block);
                 self.unref(pr.entry);
@@ -213,11 +208,11 @@ impl InodeState {
                 let old: Vec<PageRef> = if *block == 0 {
                     // A hole punch visits only the pages it unmaps (it may name the
                     // whole 16 TiB range).
-                    let gone: Vec<u64> = self.pages.range(*pgoff..end).map(|(&p, _)| p).collect();
+                    let gone = self.pages.pages_in(*pgoff, end);
                     gone.into_iter()
                         .filter_map(|p| {
                             self.index.set(p, 0);
-                            self.pages.remove(&p)
+                            self.pages.remove(p)
                         })
                         .collect()
                 } else {
@@ -387,6 +382,7 @@ impl InodeState {
                 }
             }
         }
+        drop(refs);
         self.pages = pages;
     }
 
@@ -395,10 +391,10 @@ impl InodeState {
     pub fn snapshot_entries(&self) -> Vec<Entry> {
         let mut v = Vec::new();
         let mut it = self.pages.iter().peekable();
-        while let Some((&pg, pr)) = it.next() {
+        while let Some((pg, pr)) = it.next() {
             let mut n = 1u32;
-            while let Some((&npg, npr)) = it.peek() {
-                if npg == pg + n as u64 && npr.block == pr.block + n as u64 {
+            while let Some((npg, npr)) = it.peek() {
+                if *npg == pg + n as u64 && npr.block == pr.block + n as u64 {
                     n += 1;
                     it.next();
                 } else {
@@ -460,7 +456,7 @@ impl InodeState {
 
     /// Every data block mapped by this inode.
     pub fn data_blocks(&self) -> impl Iterator<Item = u64> + '_ {
-        self.pages.values().map(|p| p.block)
+        self.pages.blocks()
     }
 }
 
@@ -539,8 +535,8 @@ mod tests {
         // Overwrite page 1: the first entry dies.
         assert_eq!(s.apply(P1, &w(1, 3000, 1)), vec![(1001, 1)]);
         assert_eq!(s.log.page_live[&100], 1);
-        assert_eq!(s.pages[&0].block, 2000);
-        assert_eq!(s.pages[&1].block, 3000);
+        assert_eq!(s.pages.get(0).map(|p| p.block), Some(2000));
+        assert_eq!(s.pages.get(1).map(|p| p.block), Some(3000));
     }
 
     #[test]
@@ -612,7 +608,7 @@ mod tests {
         let blocks = |x: &InodeState| {
             x.pages
                 .iter()
-                .map(|(k, v)| (*k, v.block))
+                .map(|(k, v)| (k, v.block))
                 .collect::<Vec<_>>()
         };
         assert_eq!(blocks(&t), blocks(&s));
@@ -645,7 +641,7 @@ mod tests {
         }
         let mut adopted = InodeState::new(5, FileKind::Regular);
         adopted.adopt_compacted(&mut s, &entries, &offsets);
-        assert!(s.pages.is_empty(), "the page map moved over");
+        assert_eq!(s.pages.len(), 0, "the page map moved over");
         assert_eq!(adopted.pages, applied.pages);
         assert_eq!(adopted.attr(), applied.attr());
         let live = |x: &InodeState| {

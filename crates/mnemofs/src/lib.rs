@@ -38,6 +38,7 @@ mod lock;
 mod log;
 mod mkfs;
 mod namespace;
+mod pagemap;
 mod recovery;
 mod space;
 mod store;

@@ -531,7 +531,7 @@ mod tests {
                         if group.is_some() {
                             return Err("a group runs past the tail".into());
                         }
-                        return Ok(st.pages.iter().map(|(&k, v)| (k, v.block)).collect());
+                        return Ok(st.pages.iter().map(|(k, v)| (k, v.block)).collect());
                     }
                     p = pm.read_u64(PmOff(base) + LOG_NEXT_OFF);
                 }

@@ -1141,7 +1141,7 @@ impl Namespace<'_> {
         }
         let len = s.size.min(BLOCK) as usize;
         let mut out = vec![0u8; len];
-        if let Some(p) = s.pages.get(&0) {
+        if let Some(p) = s.pages.get(0) {
             self.store.vol.read(BlockNo(p.block).off(), &mut out);
         }
         Ok(out)

@@ -336,7 +336,7 @@ impl DataPlane {
     fn cow_page(&self, st: &InodeState, pg: u64, patch: impl FnOnce(&mut [u8])) -> Result<u64> {
         let b = self.store.space.alloc_one(false)?;
         let mut page = vec![0u8; BLOCK as usize];
-        if let Some(p) = st.pages.get(&pg) {
+        if let Some(p) = st.pages.get(pg) {
             self.read_page(st.ino, pg, p.block, &mut page);
         }
         patch(&mut page);
@@ -350,7 +350,7 @@ impl DataPlane {
         let pg = page_of(size);
         let within = (size % BLOCK) as usize;
         if within == 0
-            || !st.pages.contains_key(&pg)
+            || !st.pages.contains_key(pg)
             || crate::bugs::on(crate::bugs::Bug::TruncateKeepsTail)
         {
             return Ok(None);
@@ -470,7 +470,7 @@ impl DataPlane {
         let first = page_of(offset);
         let last = page_of(end - 1);
         let holes: Vec<u64> = (first..=last)
-            .filter(|pg| !st.pages.contains_key(pg))
+            .filter(|pg| !st.pages.contains_key(*pg))
             .collect();
         if holes.is_empty() {
             return Ok(());
@@ -515,7 +515,7 @@ impl DataPlane {
             let pstart = page_start(pg);
             let lo = offset.max(pstart) - pstart;
             let hi = end.min(pstart + BLOCK) - pstart;
-            if (lo > 0 || hi < BLOCK) && st.pages.contains_key(&pg) {
+            if (lo > 0 || hi < BLOCK) && st.pages.contains_key(pg) {
                 let b = self.cow_page(st, pg, |p| p[lo as usize..hi as usize].fill(0))?;
                 fresh.push(b);
                 entries.push(Entry::Write {
@@ -559,7 +559,7 @@ impl DataPlane {
         let last = page_of(end - 1);
         let mut whole = Vec::new();
         for pg in first..=last {
-            if !st.pages.contains_key(&pg) {
+            if !st.pages.contains_key(pg) {
                 continue;
             }
             let pstart = page_start(pg);

@@ -154,7 +154,7 @@ pub(crate) fn recover(
             let pg = get_u64(&rec, 16);
             let block = get_u64(&rec, 24);
             let current = states.get(&ino).is_some_and(|s| {
-                s.kind == FileKind::Regular && s.pages.get(&pg).map(|p| p.block) == Some(block)
+                s.kind == FileKind::Regular && s.pages.get(pg).map(|p| p.block) == Some(block)
             });
             if !current || in_pg.saturating_add(len) > BLOCK {
                 if mode == Mode::Fsck {

@@ -277,7 +277,7 @@ mod tests {
         if group.is_some() {
             return Err("group open at the tail".into());
         }
-        Ok(st.pages.keys().copied().collect())
+        Ok(st.pages.iter().map(|(k, _)| k).collect())
     }
 
     #[test]

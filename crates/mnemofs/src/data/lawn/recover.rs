@@ -138,7 +138,7 @@ pub(crate) fn scan(
                     }
                     let current = states.get(&d.ino).is_some_and(|s| {
                         s.kind == FileKind::Regular
-                            && s.pages.get(&d.pgoff).map(|p| p.block) == Some(d.block)
+                            && s.pages.get(d.pgoff).map(|p| p.block) == Some(d.block)
                     });
                     if !current {
                         stale.push((at, d));
@@ -161,7 +161,7 @@ pub(crate) fn scan(
     if mode == Mode::Fsck && !stale.is_empty() {
         let mut owner: HashMap<u64, (Ino, u64)> = HashMap::new();
         for (&ino, s) in states {
-            for (&pg, p) in &s.pages {
+            for (pg, p) in s.pages.iter() {
                 owner.insert(p.block, (ino, pg));
             }
         }
