@@ -20,7 +20,6 @@ use crate::log::LogState;
 use crate::space::Run;
 use crate::types::{Attr, FileKind, Ino, Timespec};
 use parking_lot::Mutex;
-use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
@@ -58,13 +57,6 @@ impl Default for DirState {
     }
 }
 
-/// A live entry that can die: its size and how many things keep it alive.
-#[derive(Clone, Copy, Debug)]
-struct Live {
-    units: u64,
-    refs: u32,
-}
-
 #[derive(Debug)]
 pub(crate) struct InodeState {
     pub ino: Ino,
@@ -89,8 +81,6 @@ pub(crate) struct InodeState {
     pub parent: Ino,
     /// Freed: the slot may be reused; every handle to this state is stale.
     pub dead: bool,
-    /// Fx-hashed: integer keys, hashed on every write's commit.
-    live: FxHashMap<u64, Live>,
     last_setattr: Option<u64>,
     last_link: Option<u64>,
     /// Newest mtime of a data write since the last setattr (see `apply`).
@@ -121,7 +111,6 @@ impl InodeState {
             generation: 0,
             parent: 0,
             dead: false,
-            live: FxHashMap::default(),
             last_setattr: None,
             last_link: None,
             write_mtime: Timespec::default(),
@@ -147,26 +136,14 @@ impl InodeState {
         }
     }
 
+    /// Accounts a new entry (refs 0: pinned, never dies; see the module doc).
     fn add_live(&mut self, off: u64, units: u64, refs: u32) {
-        self.log.add_live(off, units);
-        if refs > 0 {
-            self.live.insert(off, Live { units, refs });
-        } else {
-            // Pinned: never dies (see the module doc).
-            self.log.pinned_units = self.log.pinned_units.saturating_add(units);
-        }
+        self.log.add_live(off, units, refs);
     }
 
     /// Drops one reference of the entry at `off`; the entry dies at zero.
     fn unref(&mut self, off: u64) {
-        if let Some(l) = self.live.get_mut(&off) {
-            l.refs -= 1;
-            if l.refs == 0 {
-                let units = l.units;
-                self.live.remove(&off);
-                self.log.kill(off, units);
-            }
-        }
+        self.log.unref(off);
     }
 
     /// Unmaps pages `from..` (truncation); returns their blocks.
@@ -528,13 +505,13 @@ mod tests {
     fn overwritten_writes_die_and_free_their_blocks() {
         let mut s = InodeState::new(5, FileKind::Regular);
         assert!(s.apply(P0, &w(0, 1000, 2)).is_empty());
-        assert_eq!(s.log.page_live[&100], 1);
+        assert_eq!(s.log.page_live[&100].count, 1);
         // Overwrite page 0 only: the first entry still maps page 1.
         assert_eq!(s.apply(P0 + UNIT, &w(0, 2000, 1)), vec![(1000, 1)]);
-        assert_eq!(s.log.page_live[&100], 2);
+        assert_eq!(s.log.page_live[&100].count, 2);
         // Overwrite page 1: the first entry dies.
         assert_eq!(s.apply(P1, &w(1, 3000, 1)), vec![(1001, 1)]);
-        assert_eq!(s.log.page_live[&100], 1);
+        assert_eq!(s.log.page_live[&100].count, 1);
         assert_eq!(s.pages.get(0).map(|p| p.block), Some(2000));
         assert_eq!(s.pages.get(1).map(|p| p.block), Some(3000));
     }
@@ -553,7 +530,7 @@ mod tests {
         // A later setattr does not kill the pinned shrink.
         let later = s.setattr_entry(0);
         s.apply(P1 + 2 * UNIT, &later);
-        assert_eq!(s.log.page_live[&101], 2);
+        assert_eq!(s.log.page_live[&101].count, 2);
     }
 
     #[test]
@@ -578,8 +555,8 @@ mod tests {
             name: b"x".to_vec(),
         };
         d.apply(P1, &rm);
-        assert_eq!(d.log.page_live.get(&100).copied().unwrap_or(0), 0);
-        assert_eq!(d.log.page_live[&101], 1);
+        assert_eq!(d.log.page_live.get(&100).map_or(0, |p| p.count), 0);
+        assert_eq!(d.log.page_live[&101].count, 1);
         let dir = d.dir.as_ref().unwrap();
         assert!(dir.names.is_empty() && dir.order.is_empty());
         assert_eq!(dir.subdirs, 0);
@@ -644,12 +621,6 @@ mod tests {
         assert_eq!(s.pages.len(), 0, "the page map moved over");
         assert_eq!(adopted.pages, applied.pages);
         assert_eq!(adopted.attr(), applied.attr());
-        let live = |x: &InodeState| {
-            let mut v: Vec<_> = x.live.iter().map(|(&k, l)| (k, l.units, l.refs)).collect();
-            v.sort_unstable();
-            v
-        };
-        assert_eq!(live(&adopted), live(&applied));
         assert_eq!(adopted.log.page_live, applied.log.page_live);
         assert_eq!(adopted.log.live_units, applied.log.live_units);
         assert_eq!(adopted.log.pinned_units, applied.log.pinned_units);

@@ -64,9 +64,10 @@ pub(crate) struct LogState {
     /// past the last reserved slot while concurrent appends are in flight (0 while
     /// empty).
     pub tail: u64,
-    /// Live (or pinned) entries per page; slots reserved by in-flight appends count
-    /// too, so fast GC keeps their pages.
-    pub page_live: FxHashMap<u64, u32>,
+    /// Per log page: live (or pinned) entries, and what keeps each live entry
+    /// alive. Slots reserved by in-flight appends count too, so fast GC keeps their
+    /// pages.
+    pub page_live: FxHashMap<u64, PageLive>,
     /// Units (64 B) held by live or pinned entries.
     pub live_units: u64,
     /// Of those, units of pinned entries (they never die, but a compaction drops
@@ -82,6 +83,36 @@ pub(crate) struct LogState {
     pub inflight: u32,
     /// A page lost its last live entry: fast GC has work.
     pub gc_hint: bool,
+}
+
+/// Units (entry slots) of a log page.
+const PAGE_UNITS: usize = (BLOCK / UNIT) as usize;
+
+/// The liveness of one log page's entries: how many are live or pinned (the page is
+/// dead at 0), and for each entry that can die, by its first unit, how many things
+/// (pages it maps, a later entry that supersedes it) keep it alive and its size.
+/// One map lookup per entry event instead of one in a map by entry and another in a
+/// map by page.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct PageLive {
+    pub count: u32,
+    refs: [u32; PAGE_UNITS],
+    units: [u8; PAGE_UNITS],
+}
+
+impl Default for PageLive {
+    fn default() -> Self {
+        PageLive {
+            count: 0,
+            refs: [0; PAGE_UNITS],
+            units: [0; PAGE_UNITS],
+        }
+    }
+}
+
+/// The unit slot of PM offset `off` in its log page.
+fn slot(off: u64) -> usize {
+    ((off % BLOCK) / UNIT) as usize
 }
 
 /// Slots reserved for a concurrent append.
@@ -273,7 +304,10 @@ impl LogState {
             self.pages.extend_from_slice(&linked);
         }
         for &off in &offsets {
-            *self.page_live.entry(PmOff(off).block().0).or_insert(0) += 1;
+            self.page_live
+                .entry(PmOff(off).block().0)
+                .or_default()
+                .count += 1;
         }
         self.tail = pos;
         self.seq += 1;
@@ -292,9 +326,9 @@ impl LogState {
     /// then holds this end or a later one). Returns whether the tail word was stored.
     pub fn complete(&mut self, pm: &Vol, inode_off: PmOff, r: &Reservation) -> bool {
         for &off in &r.offsets {
-            if let Some(c) = self.page_live.get_mut(&PmOff(off).block().0) {
-                *c = c.saturating_sub(1);
-                if *c == 0 {
+            if let Some(p) = self.page_live.get_mut(&PmOff(off).block().0) {
+                p.count = p.count.saturating_sub(1);
+                if p.count == 0 {
                     self.gc_hint = true;
                 }
             }
@@ -309,21 +343,39 @@ impl LogState {
         newest
     }
 
-    /// Accounts a new live entry at `off`.
-    pub fn add_live(&mut self, off: u64, units: u64) {
-        *self.page_live.entry(PmOff(off).block().0).or_insert(0) += 1;
+    /// Accounts a new entry at `off` of `units` units, kept alive by `refs` things
+    /// (0: pinned, it never dies).
+    pub fn add_live(&mut self, off: u64, units: u64, refs: u32) {
+        let p = self.page_live.entry(PmOff(off).block().0).or_default();
+        p.count += 1;
+        if refs > 0 {
+            p.refs[slot(off)] = refs;
+            // An entry fits its page, so its units fit a byte (at most 63).
+            p.units[slot(off)] = units.min(PAGE_UNITS as u64) as u8;
+        } else {
+            self.pinned_units = self.pinned_units.saturating_add(units);
+        }
         self.live_units += units;
     }
 
-    /// Accounts the death of the entry at `off`.
-    pub fn kill(&mut self, off: u64, units: u64) {
-        if let Some(c) = self.page_live.get_mut(&PmOff(off).block().0) {
-            *c = c.saturating_sub(1);
-            if *c == 0 {
+    /// Drops one of the things that keep the entry at `off` alive; the entry dies
+    /// when none is left (pinned and already dead entries are left alone).
+    pub fn unref(&mut self, off: u64) {
+        let Some(p) = self.page_live.get_mut(&PmOff(off).block().0) else {
+            return;
+        };
+        let i = slot(off);
+        if p.refs[i] == 0 {
+            return;
+        }
+        p.refs[i] -= 1;
+        if p.refs[i] == 0 {
+            p.count = p.count.saturating_sub(1);
+            if p.count == 0 {
                 self.gc_hint = true;
             }
+            self.live_units = self.live_units.saturating_sub(p.units[i] as u64);
         }
-        self.live_units = self.live_units.saturating_sub(units);
     }
 
     /// After a scan: a dead page that had to stay (at or after the page holding the PM
@@ -334,7 +386,7 @@ impl LogState {
         self.gc_hint = n >= 2
             && self.pages[..n - 1]
                 .iter()
-                .any(|p| self.page_live.get(p).copied().unwrap_or(0) == 0);
+                .any(|p| self.page_live.get(p).map_or(0, |l| l.count) == 0);
     }
 
     /// Fast GC: unlinks every page before the one holding the PM tail whose entries
@@ -352,7 +404,7 @@ impl LogState {
             Some(i) => i + 1,
             None => 0,
         };
-        let dead = |p: &u64| self.page_live.get(p).copied().unwrap_or(0) == 0;
+        let dead = |p: &u64| self.page_live.get(p).map_or(0, |l| l.count) == 0;
         if n < 2 || !self.pages[..n - 1].iter().any(dead) {
             self.rehint();
             return Vec::new();
@@ -466,7 +518,7 @@ mod tests {
         log.commit(&st);
         assert_eq!(log.pages.len(), 3);
         // Only the middle page holds live entries.
-        log.page_live.insert(log.pages[1], 1);
+        log.page_live.entry(log.pages[1]).or_default().count = 1;
         let inode_off = geo.inode_off(9);
         let freed = log.fast_gc(&pm, inode_off);
         assert_eq!(freed, vec![st.new_pages[0]]);
