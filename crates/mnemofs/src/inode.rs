@@ -17,7 +17,7 @@ use crate::format::{Entry, BLOCK, DENTRY_ADD, SETATTR_SHRINK, XATTR_SET};
 use crate::index::PageIndex;
 use crate::lock::FileLock;
 use crate::log::LogState;
-use crate::space::Run;
+use crate::space::Runs;
 use crate::types::{Attr, FileKind, Ino, Timespec};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
@@ -147,7 +147,7 @@ impl InodeState {
     }
 
     /// Unmaps pages `from..` (truncation); returns their blocks.
-    fn drop_pages_from(&mut self, from: u64, freed: &mut Vec<Run>) {
+    fn drop_pages_from(&mut self, from: u64, freed: &mut Runs) {
         for k in self.pages.pages_in(from, u64::MAX) {
             if let Some(pr) = self.pages.remove(k) {
                 self.index.set(k, 0);
@@ -160,10 +160,10 @@ impl InodeState {
     /// Applies a committed entry found at PM offset `off`. Returns the data blocks it
     /// made unreachable (to be freed by the running file system; ignored in replay).
     #[deny(clippy::arithmetic_side_effects)] // Replay applies values read from PM.
-    pub fn apply(&mut self, off: u64, e: &Entry) -> Vec<Run> {
+    pub fn apply(&mut self, off: u64, e: &Entry) -> Runs {
         // Every entry may change mtime, ctime or atime: the next read looks again.
         self.index.set_atime_hint(crate::index::ATIME_STALE);
-        let mut freed = Vec::new();
+        let mut freed = Runs::new();
         let units = e.units();
         match e {
             Entry::Write {
@@ -182,34 +182,28 @@ impl InodeState {
                 // Recovery checked `pgoff + npages` against the largest file and a
                 // data write's blocks against the data area, so neither sum wraps.
                 let end = pgoff.saturating_add(*npages as u64);
-                let old: Vec<PageRef> = if *block == 0 {
+                if *block == 0 {
                     // A hole punch visits only the pages it unmaps (it may name the
                     // whole 16 TiB range).
-                    let gone = self.pages.pages_in(*pgoff, end);
-                    gone.into_iter()
-                        .filter_map(|p| {
-                            self.index.set(p, 0);
-                            self.pages.remove(p)
-                        })
-                        .collect()
+                    for p in self.pages.pages_in(*pgoff, end) {
+                        self.index.set(p, 0);
+                        if let Some(o) = self.pages.remove(p) {
+                            push_run(&mut freed, o.block);
+                            self.unref(o.entry);
+                        }
+                    }
                 } else {
-                    (*pgoff..end)
-                        .zip(*block..)
-                        .filter_map(|(pg, b)| {
-                            self.index.set(pg, b);
-                            self.pages.insert(
-                                pg,
-                                PageRef {
-                                    block: b,
-                                    entry: off,
-                                },
-                            )
-                        })
-                        .collect()
-                };
-                for o in old {
-                    push_run(&mut freed, o.block);
-                    self.unref(o.entry);
+                    for (pg, b) in (*pgoff..end).zip(*block..) {
+                        self.index.set(pg, b);
+                        let new = PageRef {
+                            block: b,
+                            entry: off,
+                        };
+                        if let Some(o) = self.pages.insert(pg, new) {
+                            push_run(&mut freed, o.block);
+                            self.unref(o.entry);
+                        }
+                    }
                 }
                 // Concurrent writers of disjoint ranges apply in completion order at
                 // run time but replay in log order: both fields take the maximum, which
@@ -438,7 +432,7 @@ impl InodeState {
 }
 
 /// Appends `block` to `runs`, extending the last run when contiguous.
-pub(crate) fn push_run(runs: &mut Vec<Run>, block: u64) {
+pub(crate) fn push_run(runs: &mut Runs, block: u64) {
     if let Some(last) = runs.last_mut() {
         if last.0 + last.1 == block {
             last.1 += 1;
@@ -507,10 +501,10 @@ mod tests {
         assert!(s.apply(P0, &w(0, 1000, 2)).is_empty());
         assert_eq!(s.log.page_live[&100].count, 1);
         // Overwrite page 0 only: the first entry still maps page 1.
-        assert_eq!(s.apply(P0 + UNIT, &w(0, 2000, 1)), vec![(1000, 1)]);
+        assert_eq!(s.apply(P0 + UNIT, &w(0, 2000, 1)).to_vec(), vec![(1000, 1)]);
         assert_eq!(s.log.page_live[&100].count, 2);
         // Overwrite page 1: the first entry dies.
-        assert_eq!(s.apply(P1, &w(1, 3000, 1)), vec![(1001, 1)]);
+        assert_eq!(s.apply(P1, &w(1, 3000, 1)).to_vec(), vec![(1001, 1)]);
         assert_eq!(s.log.page_live[&100].count, 1);
         assert_eq!(s.pages.get(0).map(|p| p.block), Some(2000));
         assert_eq!(s.pages.get(1).map(|p| p.block), Some(3000));
@@ -525,7 +519,7 @@ mod tests {
             *size = 5000;
         }
         let freed = s.apply(P1, &shrink);
-        assert_eq!(freed, vec![(1002, 2)]);
+        assert_eq!(freed.to_vec(), vec![(1002, 2)]);
         assert_eq!(s.pages.len(), 2);
         // A later setattr does not kill the pinned shrink.
         let later = s.setattr_entry(0);

@@ -5,7 +5,6 @@
 use crate::error::{FsError, Result};
 use crate::format::{encode_inode_static, next_generation, Geometry, INODE_SIZE, INO_VALID_OFF};
 use crate::inode::{Inode, InodeState};
-use crate::space::Run;
 use crate::store::Store;
 use crate::types::*;
 use crate::vol::Vol;
@@ -173,7 +172,7 @@ impl InodeTable {
         store.vol.fence();
         st.dead = true;
         st.index.set_dead();
-        let mut runs: Vec<Run> = Vec::new();
+        let mut runs = crate::space::Runs::new();
         for b in st.data_blocks() {
             crate::inode::push_run(&mut runs, b);
         }

@@ -14,8 +14,8 @@ use crate::error::{FsError, Result};
 use crate::format::{Entry, Geometry, INO_HEAD_OFF, INO_TAIL_OFF};
 use crate::inode::InodeState;
 use crate::journal::Journals;
-use crate::log::LogState;
-use crate::space::{Run, Space};
+use crate::log::{LogState, Staged};
+use crate::space::{Run, Runs, Space};
 use crate::vol::Vol;
 use std::sync::Arc;
 
@@ -69,7 +69,7 @@ impl Store {
         parts: &mut [(&mut InodeState, Vec<Entry>)],
         extra: &[(PmOff, u64)],
     ) -> Result<()> {
-        let mut staged = Vec::with_capacity(parts.len());
+        let mut staged: smallvec::SmallVec<[Staged; 2]> = smallvec::SmallVec::new();
         for (st, entries) in parts.iter() {
             match st.log.stage(&self.vol, &self.space, st.ino, entries) {
                 Ok(s) => staged.push(s),
@@ -81,7 +81,7 @@ impl Store {
                 }
             }
         }
-        let mut words = Vec::with_capacity(parts.len() * 2 + extra.len());
+        let mut words: smallvec::SmallVec<[(PmOff, u64); 4]> = smallvec::SmallVec::new();
         for ((st, _), s) in parts.iter().zip(&staged) {
             let ioff = self.geo.inode_off(st.ino);
             if let Some(h) = s.new_head {
@@ -108,7 +108,7 @@ impl Store {
             }
             return Err(e);
         }
-        let mut freed: Vec<Run> = Vec::new();
+        let mut freed = Runs::new();
         for ((st, entries), s) in parts.iter_mut().zip(&staged) {
             st.log.commit(s);
             for (e, &off) in entries.iter().zip(&s.offsets) {

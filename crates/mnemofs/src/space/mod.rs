@@ -40,6 +40,10 @@ pub(crate) struct Space {
 /// A run of contiguous blocks.
 pub(crate) type Run = (u64, u64);
 
+/// Runs of an allocation or of what a commit frees: inline up to two (a small
+/// write's), no heap allocation.
+pub(crate) type Runs = smallvec::SmallVec<[Run; 2]>;
+
 /// The free blocks of one range.
 #[derive(Default)]
 struct Extents {
@@ -183,16 +187,16 @@ impl Space {
 
     /// Allocates `n` blocks as one or more runs. `meta` allocations may dip into the
     /// reserve; data allocations fail with ENOSPC before touching it.
-    pub fn alloc(&self, n: u64, meta: bool) -> Result<Vec<Run>> {
+    pub fn alloc(&self, n: u64, meta: bool) -> Result<Runs> {
         if n == 0 {
-            return Ok(Vec::new());
+            return Ok(Runs::new());
         }
         let floor = if meta { 0 } else { self.reserve };
         // Claim the count first so concurrent allocators cannot overdraw.
         if !self.claim(n, floor) {
             return Err(FsError::NoSpace);
         }
-        let mut runs = Vec::with_capacity(1);
+        let mut runs = Runs::new();
         let mut need = n;
         let first = self.current_cpu();
         for k in 0..self.cpus.len() {
@@ -364,18 +368,18 @@ mod tests {
             }
         }
         let d = g.data_start;
-        assert_eq!(s.alloc(2, true).unwrap(), vec![(d + 50, 2)]);
-        assert_eq!(s.alloc(5, true).unwrap(), vec![(d + 30, 5)]);
+        assert_eq!(s.alloc(2, true).unwrap().to_vec(), vec![(d + 50, 2)]);
+        assert_eq!(s.alloc(5, true).unwrap().to_vec(), vec![(d + 30, 5)]);
         // Two extents of 3 now (at 20, and the rest of 30's): the lower one.
-        assert_eq!(s.alloc(3, true).unwrap(), vec![(d + 20, 3)]);
+        assert_eq!(s.alloc(3, true).unwrap().to_vec(), vec![(d + 20, 3)]);
         // A single block is a best fit of one: the 1-block extent, not a long one.
-        assert_eq!(s.alloc(1, true).unwrap(), vec![(d + 10, 1)]);
+        assert_eq!(s.alloc(1, true).unwrap().to_vec(), vec![(d + 10, 1)]);
         // More than any extent holds: the longest first, then the next longest.
         let r = s.alloc(402, true).unwrap();
-        assert_eq!(r, vec![(d + 60, 400), (d + 35, 2)]);
+        assert_eq!(r.to_vec(), vec![(d + 60, 400), (d + 35, 2)]);
         // A freed single block comes back first.
         s.free_run(d + 10, 1);
-        assert_eq!(s.alloc(1, true).unwrap(), vec![(d + 10, 1)]);
+        assert_eq!(s.alloc(1, true).unwrap().to_vec(), vec![(d + 10, 1)]);
         // Free everything again: the extents merge, singles included.
         s.free_runs(&r);
         for b in [10, 20, 21, 22, 30, 31, 32, 33, 34, 50, 51] {
