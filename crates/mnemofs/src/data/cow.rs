@@ -296,7 +296,7 @@ impl DataPlane {
         }
         log::mark_reserved(&self.store.vol, r, word);
         interleave::point(Point::Marked);
-        let mut freed: Vec<Run> = Vec::new();
+        let mut freed = crate::space::Runs::new();
         let gc_due = {
             let mut st = lock_briefly(inode);
             for (e, &off) in entries.iter().zip(&r.offsets) {
