@@ -11,8 +11,13 @@
 //! state lock would be the one line every reader bounces.
 //!
 //! Layout: leaves of 512 `AtomicU64` (a block number, 0 = hole) allocated on first
-//! store, under 512-way nodes, 3 levels for the 2^32 pages of a 16 TiB file. Memory:
-//! 4 KiB per 2 MiB of file that was ever written, plus the nodes above.
+//! store, under 512-way nodes, as many levels as the highest page written needs (up
+//! to 3, for the 2^36 pages the table addresses): a file under 2 MiB is one leaf, a
+//! lookup in it one load, and freeing it one free. The root pointer carries the
+//! height in its low bits, so a reader loads both at once; the tree grows by a new
+//! root whose first slot is the old root, so a reader still walking the old root
+//! reads valid (and current) slots. Memory: 4 KiB per 2 MiB of file that was ever
+//! written, plus the nodes above.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
@@ -31,8 +36,30 @@ struct Node {
     slots: [AtomicPtr<()>; FAN],
 }
 
+/// Low bits of the root pointer that hold the tree's height (leaves and nodes are
+/// 8-byte aligned).
+const HEIGHT_MASK: usize = 0b11;
+
+fn height(tagged: *mut ()) -> u32 {
+    (tagged as usize & HEIGHT_MASK) as u32
+}
+
+fn untag(tagged: *mut ()) -> *mut () {
+    (tagged as usize & !HEIGHT_MASK) as *mut ()
+}
+
+fn tag(p: *mut (), h: u32) -> *mut () {
+    (p as usize | h as usize) as *mut ()
+}
+
+/// Pages a tree of height `h` (nodes above the leaves) covers.
+fn capacity(h: u32) -> u64 {
+    1 << (BITS * (h + 1))
+}
+
 /// The lock-free page table of one file, with its size and liveness.
 pub(crate) struct PageIndex {
+    /// The top node (a leaf at height 0), tagged with the height; null: empty.
     root: AtomicPtr<()>,
     size: AtomicU64,
     dead: AtomicBool,
@@ -85,13 +112,15 @@ fn new_leaf() -> Box<Leaf> {
 }
 
 impl PageIndex {
-    /// The child at `slot`, installing a fresh one if `make` is given and the slot is
-    /// empty. Stores happen under the inode's state lock, so no two installers race;
-    /// the Release store publishes the zeroed child to lock-free readers.
-    fn child<T>(
+    /// The child at `slot`, installing a fresh one (of `size` bytes) from `make` if
+    /// given and the slot is empty. Stores happen under the inode's state lock, so
+    /// no two installers race; the Release store publishes the zeroed child to
+    /// lock-free readers.
+    fn child_raw(
         slot: &AtomicPtr<()>,
-        make: Option<fn() -> Box<T>>,
+        make: Option<fn() -> *mut ()>,
         bytes: &AtomicUsize,
+        size: usize,
     ) -> *mut () {
         let cur = slot.load(Ordering::Acquire);
         if !cur.is_null() {
@@ -100,10 +129,33 @@ impl PageIndex {
         let Some(make) = make else {
             return cur;
         };
-        let fresh = Box::into_raw(make()) as *mut ();
+        let fresh = make();
         slot.store(fresh, Ordering::Release);
-        bytes.fetch_add(std::mem::size_of::<T>(), Ordering::Relaxed);
+        bytes.fetch_add(size, Ordering::Relaxed);
         fresh
+    }
+
+    /// Raises the tree to cover page `pg` (which is below [`MAX_PAGES`]): each new
+    /// root holds the old one in its first slot. Under the inode's state lock (the
+    /// only place stores come from), so no two growers race; returns the new tagged
+    /// root.
+    fn grow(&self, pg: u64) -> *mut () {
+        let cur = self.root.load(Ordering::Acquire);
+        let (mut p, mut h) = (untag(cur), height(cur));
+        while pg >= capacity(h) && h < LEVELS {
+            h += 1;
+            if !p.is_null() {
+                let node = new_node();
+                node.slots[0].store(p, Ordering::Relaxed);
+                self.bytes
+                    .fetch_add(std::mem::size_of::<Node>(), Ordering::Relaxed);
+                p = Box::into_raw(node) as *mut ();
+            }
+        }
+        let t = tag(p, h);
+        // Release: a reader that sees the new root sees the node's first slot.
+        self.root.store(t, Ordering::Release);
+        t
     }
 
     /// The leaf word of page `pg`, or `None` if its leaf was never allocated (and
@@ -112,26 +164,61 @@ impl PageIndex {
         if pg >= MAX_PAGES {
             return None;
         }
-        let mut slot = &self.root;
-        for level in (1..=LEVELS).rev() {
-            let ptr = Self::child(
+        let mut tagged = self.root.load(Ordering::Acquire);
+        if pg >= capacity(height(tagged)) {
+            if !alloc {
+                // Past every page written so far: a hole.
+                return None;
+            }
+            tagged = self.grow(pg);
+        }
+        let h = height(tagged);
+        if untag(tagged).is_null() {
+            if !alloc {
+                return None;
+            }
+            let fresh = if h == 0 {
+                self.bytes
+                    .fetch_add(std::mem::size_of::<Leaf>(), Ordering::Relaxed);
+                Box::into_raw(new_leaf()) as *mut ()
+            } else {
+                self.bytes
+                    .fetch_add(std::mem::size_of::<Node>(), Ordering::Relaxed);
+                Box::into_raw(new_node()) as *mut ()
+            };
+            // Under the state lock, as `grow`; Release publishes the zeroed root.
+            self.root.store(tag(fresh, h), Ordering::Release);
+            tagged = tag(fresh, h);
+        }
+        let mut ptr = untag(tagged);
+        for level in (1..=h).rev() {
+            let node = ptr as *const Node;
+            let i = ((pg >> (level * BITS)) as usize) & (FAN - 1);
+            // SAFETY: `node` is a live Node of this table (the root, or a child
+            // installed by `child`); nodes are freed only in Drop, which needs
+            // `&mut self`. A root replaced by `grow` stays alive as its successor's
+            // first child.
+            let slot = unsafe { &(*node).slots[i] };
+            let make = if level == 1 {
+                alloc.then_some((|| Box::into_raw(new_leaf()) as *mut ()) as fn() -> *mut ())
+            } else {
+                alloc.then_some((|| Box::into_raw(new_node()) as *mut ()) as fn() -> *mut ())
+            };
+            ptr = Self::child_raw(
                 slot,
-                alloc.then_some(new_node as fn() -> Box<Node>),
+                make,
                 &self.bytes,
-            ) as *const Node;
+                if level == 1 {
+                    std::mem::size_of::<Leaf>()
+                } else {
+                    std::mem::size_of::<Node>()
+                },
+            );
             if ptr.is_null() {
                 return None;
             }
-            let i = ((pg >> (level * BITS)) as usize) & (FAN - 1);
-            // SAFETY: `ptr` is a live Node installed in this table; nodes are freed
-            // only in Drop, which needs `&mut self`.
-            slot = unsafe { &(*ptr).slots[i] };
         }
-        let leaf = Self::child(
-            slot,
-            alloc.then_some(new_leaf as fn() -> Box<Leaf>),
-            &self.bytes,
-        ) as *const Leaf;
+        let leaf = ptr as *const Leaf;
         if leaf.is_null() {
             return None;
         }
@@ -230,7 +317,8 @@ fn free(p: *mut (), level: u32) {
 
 impl Drop for PageIndex {
     fn drop(&mut self) {
-        free(*self.root.get_mut(), LEVELS);
+        let t = *self.root.get_mut();
+        free(untag(t), height(t));
     }
 }
 
@@ -278,5 +366,35 @@ mod tests {
         let before = ix.bytes();
         ix.set(1 << 30, 0);
         assert_eq!(ix.bytes(), before);
+    }
+
+    /// A small file is one leaf; the tree grows a level at a time as pages past it
+    /// are written, and what was mapped stays where it was, also for a reader that
+    /// walked the old root.
+    #[test]
+    fn grows_from_one_leaf() {
+        let ix = PageIndex::default();
+        ix.set(3, 30);
+        assert_eq!(ix.bytes(), std::mem::size_of::<Leaf>());
+        assert_eq!(height(ix.root.load(Ordering::Relaxed)), 0);
+        let old_word = ix.word(3, false).map(|w| w as *const AtomicU64);
+        assert_eq!(ix.get(512), 0);
+        ix.set(512, 40);
+        assert_eq!(height(ix.root.load(Ordering::Relaxed)), 1);
+        assert_eq!(ix.get(3), 30);
+        assert_eq!(ix.get(512), 40);
+        // The old leaf is the same memory: a reader holding it reads current values.
+        assert_eq!(ix.word(3, false).map(|w| w as *const AtomicU64), old_word);
+        ix.set(512 * 512 * 512, 50);
+        assert_eq!(height(ix.root.load(Ordering::Relaxed)), 3);
+        assert_eq!(ix.get(3), 30);
+        assert_eq!(ix.get(512), 40);
+        assert_eq!(ix.get(512 * 512 * 512), 50);
+        // An empty table that first sees a high page starts at that height.
+        let hi = PageIndex::default();
+        hi.set(1 << 20, 7);
+        assert_eq!(height(hi.root.load(Ordering::Relaxed)), 2);
+        assert_eq!(hi.get(1 << 20), 7);
+        assert_eq!(hi.get(0), 0);
     }
 }
