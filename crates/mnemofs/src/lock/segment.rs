@@ -38,8 +38,11 @@
 //! holds is below `s`.
 //!
 //! The words live in chunks of 256 allocated on first touch, under a radix tree of
-//! 64-way nodes, so a file costs lock memory only for the ranges that were locked
-//! (`bytes()` reports it).
+//! 64-way nodes only as tall as the highest segment locked needs (the root pointer
+//! carries the height; the tree grows by a new root, installed by CAS, whose first
+//! slot is the old one), so a file costs lock memory only for the ranges that were
+//! locked (`bytes()` reports it), and a file of up to 256 segments is one chunk: a
+//! lock word one load away.
 //!
 //! The word protocol ([`try_read`], [`try_write`], [`lock_span`], ...) is generic over
 //! [`Word`], so the model tests run it unchanged on a model checker's atomics.
@@ -74,16 +77,43 @@ fn spread(i: usize) -> usize {
     (i % PER_LINE) * (CHUNK / PER_LINE) + i / PER_LINE
 }
 
+// Cache-line aligned: the words' spread assumes lines, and the root pointer's low
+// bits carry the tree's height.
+#[repr(align(64))]
 struct Chunk {
     words: [AtomicU32; CHUNK],
 }
 
+#[repr(align(64))]
 struct Node {
     slots: [AtomicPtr<()>; FAN],
 }
 
+/// Low bits of the root pointer holding the height (levels of nodes above the
+/// chunks, 0..=LEVELS).
+const HEIGHT_MASK: usize = 0b111;
+
+fn height(tagged: *mut ()) -> u32 {
+    (tagged as usize & HEIGHT_MASK) as u32
+}
+
+fn untag(tagged: *mut ()) -> *mut () {
+    (tagged as usize & !HEIGHT_MASK) as *mut ()
+}
+
+fn tag(p: *mut (), h: u32) -> *mut () {
+    (p as usize | h as usize) as *mut ()
+}
+
+/// Chunks a tree of height `h` covers.
+fn chunks_covered(h: u32) -> u64 {
+    1 << (FAN_BITS * h)
+}
+
 pub(crate) struct SegmentLock {
     shift: u32,
+    /// The top node (a chunk at height 0), tagged with the height; null: nothing
+    /// locked yet.
     root: AtomicPtr<()>,
     bytes: AtomicUsize,
 }
@@ -305,19 +335,88 @@ impl SegmentLock {
         (first, last)
     }
 
+    /// The tagged root, grown (by CAS: lockers run concurrently) until it covers
+    /// chunk `chunk_ix` and non-null.
+    fn root_for(&self, chunk_ix: u64) -> *mut () {
+        let mut cur = self.root.load(Ordering::Acquire);
+        loop {
+            let (p, h) = (untag(cur), height(cur));
+            let next = if chunk_ix >= chunks_covered(h) {
+                // One level up: a new root whose first slot is the old one.
+                if p.is_null() {
+                    tag(p, h + 1)
+                } else {
+                    let node = new_node();
+                    node.slots[0].store(p, Ordering::Relaxed);
+                    tag(Box::into_raw(node) as *mut (), h + 1)
+                }
+            } else if p.is_null() {
+                let fresh = if h == 0 {
+                    Box::into_raw(new_chunk()) as *mut ()
+                } else {
+                    Box::into_raw(new_node()) as *mut ()
+                };
+                tag(fresh, h)
+            } else {
+                return cur;
+            };
+            match self
+                .root
+                .compare_exchange(cur, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    if !untag(next).is_null() && untag(next) != p {
+                        let size = if h == 0 && p.is_null() {
+                            std::mem::size_of::<Chunk>()
+                        } else {
+                            std::mem::size_of::<Node>()
+                        };
+                        self.bytes.fetch_add(size, Ordering::Relaxed);
+                    }
+                    cur = next;
+                }
+                Err(actual) => {
+                    let n = untag(next);
+                    if !n.is_null() && n != p {
+                        if h == 0 && p.is_null() && height(next) == 0 {
+                            // SAFETY: our chunk from Box::into_raw above, never shared
+                            // (the CAS that would have published it failed).
+                            drop(unsafe { Box::from_raw(n as *mut Chunk) });
+                        } else {
+                            // SAFETY: our node from Box::into_raw above, never
+                            // shared; dropping it frees the node alone (its first
+                            // slot, the old root, is not owned by it).
+                            drop(unsafe { Box::from_raw(n as *mut Node) });
+                        }
+                    }
+                    cur = actual;
+                }
+            }
+        }
+    }
+
     /// Segment `seg`'s lock word (allocated on first use).
     pub(crate) fn word(&self, seg: u64) -> &AtomicU32 {
+        debug_assert!(seg < MAX_SEGMENTS);
         let chunk_ix = seg >> CHUNK_BITS;
-        let mut slot = &self.root;
-        for level in (0..LEVELS).rev() {
-            let ptr = install(slot, new_node, &self.bytes) as *const Node;
+        let root = self.root_for(chunk_ix);
+        let mut ptr = untag(root);
+        for level in (0..height(root)).rev() {
+            let node = ptr as *const Node;
             let i = ((chunk_ix >> (level * FAN_BITS)) as usize) & (FAN - 1);
-            // SAFETY: `ptr` is a live Node installed in the tree; nodes are freed only
-            // in Drop, which needs `&mut self`, so none is freed while `&self` lives.
-            slot = unsafe { &(*ptr).slots[i] };
+            // SAFETY: `node` is a live Node of the tree (the root or a child installed
+            // by `install`); nodes are freed only in Drop, which needs `&mut self`, so
+            // none is freed while `&self` lives. A root replaced by a taller one stays
+            // alive as its first child.
+            let slot = unsafe { &(*node).slots[i] };
+            ptr = if level == 0 {
+                install(slot, new_chunk, &self.bytes)
+            } else {
+                install(slot, new_node, &self.bytes)
+            };
         }
-        let chunk = install(slot, new_chunk, &self.bytes) as *const Chunk;
-        // SAFETY: as above, for the chunk installed in the last level.
+        let chunk = ptr as *const Chunk;
+        // SAFETY: as above, for the chunk at the bottom of the walk.
         unsafe { &(*chunk).words[spread((seg as usize) & (CHUNK - 1))] }
     }
 
@@ -325,17 +424,22 @@ impl SegmentLock {
     /// word exists; never allocates.
     pub fn prefetch(&self, seg: u64) {
         let chunk_ix = seg >> CHUNK_BITS;
-        let mut slot = &self.root;
-        for level in (0..LEVELS).rev() {
-            let ptr = slot.load(Ordering::Acquire) as *const Node;
-            if ptr.is_null() {
+        let root = self.root.load(Ordering::Acquire);
+        if chunk_ix >= chunks_covered(height(root)) {
+            return;
+        }
+        let mut ptr = untag(root);
+        for level in (0..height(root)).rev() {
+            let node = ptr as *const Node;
+            if node.is_null() {
                 return;
             }
             let i = ((chunk_ix >> (level * FAN_BITS)) as usize) & (FAN - 1);
-            // SAFETY: a non-null slot holds a live Node (freed only in Drop).
-            slot = unsafe { &(*ptr).slots[i] };
+            // SAFETY: a non-null pointer of the tree is a live Node (freed only in
+            // Drop).
+            ptr = unsafe { &(*node).slots[i] }.load(Ordering::Acquire);
         }
-        let chunk = slot.load(Ordering::Acquire) as *const Chunk;
+        let chunk = ptr as *const Chunk;
         if !chunk.is_null() {
             // SAFETY: as above, for the chunk.
             crate::index::prefetch(unsafe {
@@ -379,7 +483,8 @@ fn free_level(p: *mut (), level: u32) {
 
 impl Drop for SegmentLock {
     fn drop(&mut self) {
-        free_level(self.root.load(Ordering::Relaxed), LEVELS);
+        let t = self.root.load(Ordering::Relaxed);
+        free_level(untag(t), height(t));
     }
 }
 
@@ -472,6 +577,58 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Threads that look up words at the same time, while the tree grows under them
+    /// (root installs and raises race by CAS), all get the same word for a segment,
+    /// and a small file's words sit in one chunk.
+    #[test]
+    fn concurrent_growth_gives_one_word_per_segment() {
+        let segs: Vec<u64> = vec![
+            0,
+            5,
+            255,
+            256,
+            70_000,
+            1 << 20,
+            3,
+            (1 << 30) + 7,
+            MAX_SEGMENTS - 1,
+        ];
+        for round in 0..20 {
+            let l = SegmentLock::new(4096);
+            let found: Vec<Vec<usize>> = std::thread::scope(|sc| {
+                let hs: Vec<_> = (0..4)
+                    .map(|t| {
+                        let (l, segs) = (&l, &segs);
+                        sc.spawn(move || {
+                            // Each thread in its own order.
+                            let mut order: Vec<usize> = (0..segs.len()).collect();
+                            order.rotate_left((t * 3 + round) % segs.len());
+                            let mut got = vec![0usize; segs.len()];
+                            for i in order {
+                                got[i] = l.word(segs[i]) as *const AtomicU32 as usize;
+                            }
+                            got
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            for g in &found[1..] {
+                assert_eq!(g, &found[0]);
+            }
+            let mut distinct = found[0].clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            assert_eq!(distinct.len(), segs.len());
+            assert_eq!(height(l.root.load(Ordering::Relaxed)), LEVELS);
+        }
+        let small = SegmentLock::new(4096);
+        small.word(0);
+        small.word(255);
+        assert_eq!(small.bytes(), std::mem::size_of::<Chunk>());
+        assert_eq!(height(small.root.load(Ordering::Relaxed)), 0);
     }
 
     #[test]
