@@ -1,5 +1,12 @@
 //! `mnemofs`: format, mount, check and inspect mnemofs file systems.
 
+/// mimalloc instead of glibc's malloc: the engine allocates and frees small
+/// per-file objects (inode state, page-index leaf, lock chunk) and per-call buffers
+/// on every create, unlink and read; glibc spent 10-15 % of `varmail`'s CPU in
+/// malloc, free and their chunk consolidation (docs/BENCHMARKS.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod bench;
 #[cfg(feature = "crashtest")]
 mod crashtest;
