@@ -170,10 +170,18 @@ pub(crate) fn write_reserved(pm: &Vol, r: &Reservation, entries: &[Entry]) -> u6
     leader_word
 }
 
-/// Concurrent append, step 4 (no lock, after the caller's fence): the commit mark.
+/// Concurrent append, step 4 (no lock, after the caller's fence): the commit mark,
+/// stored but not written back: the caller flushes its line ([`flush_mark`]) with the
+/// tail word's, after its state-lock section (docs/FORMAT.md §3).
 pub(crate) fn mark_reserved(pm: &Vol, r: &Reservation, word: u64) {
     if let Some(&pos) = r.offsets.first() {
         pm.store_u64(PmOff(pos), word);
+    }
+}
+
+/// Writes back the line of a reservation's commit mark.
+pub(crate) fn flush_mark(pm: &Vol, r: &Reservation) {
+    if let Some(&pos) = r.offsets.first() {
         pm.flush(PmOff(pos), 8);
     }
 }
@@ -653,6 +661,7 @@ mod tests {
                     let word = write_reserved(&pm, &r, &entries);
                     shuttle::thread::yield_now();
                     mark_reserved(&pm, &r, word);
+                    flush_mark(&pm, &r);
                     shuttle::thread::yield_now();
                     log.lock().unwrap().complete(&pm, ioff, &r);
                     pm.flush(ioff + INO_TAIL_OFF, 8);

@@ -305,8 +305,13 @@ impl DataPlane {
             st.log.complete(&self.store.vol, ioff, r);
             st.log.gc_hint || st.log.wants_compaction()
         };
-        // Outside the lock: the tail word holds our end or a later writer's (which may
-        // not have fenced yet); either way this writes it back before our fence.
+        // Outside the lock: the mark, and the tail word, which holds our end or a later
+        // writer's (who may not have fenced yet); either way both are written back
+        // before our fence. The mark's write-back waits until here: a locked
+        // instruction (the state lock) issued after a write-back waits for it to
+        // finish. A tail that reaches PM without the mark leaves our leader unmarked
+        // under the tail, which replay skips (the write had not returned).
+        log::flush_mark(&self.store.vol, r);
         self.store.vol.flush(ioff + INO_TAIL_OFF, 8);
         // Fence: the commit mark and a tail covering it are durable before the write
         // returns, and before the blocks it superseded can be reused.
