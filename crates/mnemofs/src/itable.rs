@@ -147,7 +147,12 @@ impl InodeTable {
         let generation = next_generation(&old, ino);
         let slot = encode_inode_static(ino, kind, generation);
         vol.write(ioff + 24, &slot[24..]);
-        vol.flush(ioff + 24, 104);
+        // Only the slot's second line [64, 128) is flushed (the caller's first fence
+        // orders it). The static bytes [24, 64) share the first line with `valid`,
+        // whose `1` is stored after them and flushed with them by the create's
+        // journal: a line reaches PM with its stores in program order, so it never
+        // holds `valid = 1` without them (docs/FORMAT.md §3).
+        vol.flush(ioff + 64, 64);
         generation
     }
 

@@ -19,6 +19,9 @@ use crate::format::{
 };
 use crate::vol::Vol;
 use parking_lot::Mutex;
+
+/// The cache line of an offset: the unit a flush writes back.
+const LINE_MASK: u64 = !(pm::CACHE_LINE - 1);
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub(crate) struct Journals {
@@ -66,20 +69,30 @@ impl Journals {
         };
         let base = *guard;
 
-        // At most JOURNAL_MAX_RECS records (checked above).
-        let mut recs = vec![0u8; words.len().saturating_mul(JOURNAL_REC_SIZE as usize)];
+        // At most JOURNAL_MAX_RECS records (checked above); up to 8 (every namespace
+        // operation) in a buffer on the stack.
+        let len = words.len().saturating_mul(JOURNAL_REC_SIZE as usize);
+        let mut small = [0u8; 8 * JOURNAL_REC_SIZE as usize];
+        let mut big = Vec::new();
+        let recs: &mut [u8] = match small.get_mut(..len) {
+            Some(r) => r,
+            None => {
+                big.resize(len, 0);
+                &mut big
+            }
+        };
         for (r, &(off, _)) in recs.chunks_exact_mut(16).zip(words) {
             put_u64(r, JOURNAL_REC_ADDR_OFF, off.get());
             put_u64(r, JOURNAL_REC_OLD_OFF, pm.read_u64(off));
         }
-        pm.write(base + JOURNAL_REC_OFF, &recs);
+        pm.write(base + JOURNAL_REC_OFF, recs);
         pm.flush(base + JOURNAL_REC_OFF, recs.len() as u64);
         // Fence: the undo records (and the caller's log entries, flushed earlier) are
         // durable before the header word that makes the records count.
         if !bugs::on(Bug::JournalRecordsUnfenced) {
             pm.fence();
         }
-        pm.store_u64(base + JOURNAL_ACTIVE_OFF, journal_word(words.len(), &recs));
+        pm.store_u64(base + JOURNAL_ACTIVE_OFF, journal_word(words.len(), recs));
         pm.flush(base + JOURNAL_ACTIVE_OFF, 8);
         // Fence: the transaction is active before any word changes in place.
         pm.fence();
@@ -92,7 +105,16 @@ impl Journals {
         }
         for &(off, new) in words {
             pm.store_u64(off, new);
-            pm.flush(off, 8);
+        }
+        // Each line that holds new words is written back once, after its last store
+        // (a create's child head, tail and `valid` share one line: one flush, not
+        // three; docs/FORMAT.md §3). A write-back takes the whole line, so the words
+        // stored before it need no flush of their own.
+        for (i, &(off, _)) in words.iter().enumerate() {
+            let line = off.get() & LINE_MASK;
+            if !words[..i].iter().any(|&(o, _)| o.get() & LINE_MASK == line) {
+                pm.flush(off, 8);
+            }
         }
         // Fence: every new word is durable before the journal retires.
         pm.fence();
