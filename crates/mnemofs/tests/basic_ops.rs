@@ -145,8 +145,18 @@ fn counters_of_a_4k_write_are_exact() {
     assert_eq!(d.bytes_written, 4096 + 64 + 8);
     assert_eq!(d.flushes, 1);
     assert_eq!(d.fences, 2);
-    // A create touches two inodes: the journal's four fences.
+    // A create touches two inodes: the journal's four fences, and six flushes — the
+    // new slot's second line, the records, the header, the parent's tail line, the
+    // child's slot line (head, tail, valid and the static part's first bytes: one
+    // write-back), the retirement (docs/FORMAT.md §3; 9 before issue #21).
     let before = fs.thread_counters();
     fs.create(ROOT_INO, b"g", 0o644, 0, 0).unwrap();
-    assert_eq!(fs.thread_counters().since(&before).fences, 4);
+    let d = fs.thread_counters().since(&before);
+    assert_eq!((d.flushes, d.fences), (6, 4));
+    // An unlink that frees the inode: the journal (records, header, two tail lines,
+    // retirement), then `valid = 0` and its fence.
+    let before = fs.thread_counters();
+    fs.unlink(ROOT_INO, b"g").unwrap();
+    let d = fs.thread_counters().since(&before);
+    assert_eq!((d.flushes, d.fences), (6, 5));
 }
