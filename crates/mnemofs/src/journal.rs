@@ -19,10 +19,10 @@ use crate::format::{
 };
 use crate::vol::Vol;
 use parking_lot::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The cache line of an offset: the unit a flush writes back.
 const LINE_MASK: u64 = !(pm::CACHE_LINE - 1);
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub(crate) struct Journals {
     slots: Vec<Mutex<PmOff>>,
