@@ -198,7 +198,30 @@ impl DataPlane {
                 l.core.prefetch(inode.ino, offset);
             }
         }
-        let _r = inode.data.read(offset, end_req);
+        // Only the pages that can be read are locked: up to the size now, in whole
+        // pages (a whole-file read with a 1 MiB buffer of a 16 KiB file locked 256
+        // segments). If the file grew past them before the lock was taken, lock again
+        // with the new size, and after two tries the whole request (a file that keeps
+        // growing past the locked pages while this runs is read up to them).
+        let upto = |size: u64| -> u64 {
+            let end = size.max(offset.saturating_add(1));
+            end_req.min(end.div_ceil(BLOCK).saturating_mul(BLOCK))
+        };
+        let mut lock_end = upto(inode.index.size());
+        let mut tries = 0;
+        let _r = loop {
+            let r = inode.data.read(offset, lock_end);
+            if lock_end >= end_req || inode.index.size() <= lock_end {
+                break r;
+            }
+            drop(r);
+            tries += 1;
+            lock_end = if tries < 2 {
+                upto(inode.index.size())
+            } else {
+                end_req
+            };
+        };
         if inode.index.dead() {
             return Err(FsError::NotFound);
         }
@@ -211,7 +234,11 @@ impl DataPlane {
         if offset >= size || buf.is_empty() {
             return Ok(0);
         }
-        let n = (buf.len() as u64).min(size - offset);
+        // Not past the pages locked (the size is at most their end, checked above,
+        // unless the file grew since: then those pages are read as they were).
+        let n = (buf.len() as u64)
+            .min(size - offset)
+            .min(lock_end.saturating_sub(offset));
         let out = &mut buf[..n as usize];
         let first = page_of(offset);
         let last = page_of(offset + n - 1);

@@ -398,7 +398,30 @@ impl SegmentLock {
     /// Segment `seg`'s lock word (allocated on first use).
     pub(crate) fn word(&self, seg: u64) -> &AtomicU32 {
         debug_assert!(seg < MAX_SEGMENTS);
-        let chunk_ix = seg >> CHUNK_BITS;
+        let chunk = self.chunk(seg >> CHUNK_BITS);
+        // SAFETY: a live chunk of the tree (freed only in Drop, which needs `&mut self`).
+        unsafe { &(*chunk).words[spread((seg as usize) & (CHUNK - 1))] }
+    }
+
+    /// The words of consecutive segments, walking the tree once per chunk (a span
+    /// of 16 segments is one walk, not 16).
+    fn span_words<'a>(&'a self) -> impl Fn(u64) -> &'a AtomicU32 + 'a {
+        let cached = std::cell::Cell::new((u64::MAX, std::ptr::null::<Chunk>()));
+        move |seg| {
+            let ix = seg >> CHUNK_BITS;
+            let (k, mut chunk) = cached.get();
+            if k != ix || chunk.is_null() {
+                chunk = self.chunk(ix);
+                cached.set((ix, chunk));
+            }
+            // SAFETY: a live chunk of the tree (freed only in Drop, which needs `&mut
+            // self`, and this closure borrows `self`).
+            unsafe { &(*chunk).words[spread((seg as usize) & (CHUNK - 1))] }
+        }
+    }
+
+    /// Chunk `chunk_ix` (allocated, with the nodes above it, on first use).
+    fn chunk(&self, chunk_ix: u64) -> *const Chunk {
         let root = self.root_for(chunk_ix);
         let mut ptr = untag(root);
         for level in (0..height(root)).rev() {
@@ -415,9 +438,7 @@ impl SegmentLock {
                 install(slot, new_node, &self.bytes)
             };
         }
-        let chunk = ptr as *const Chunk;
-        // SAFETY: as above, for the chunk at the bottom of the walk.
-        unsafe { &(*chunk).words[spread((seg as usize) & (CHUNK - 1))] }
+        ptr as *const Chunk
     }
 
     /// Starts loading segment `seg`'s word into the CPU cache (a hint), if the
@@ -449,19 +470,19 @@ impl SegmentLock {
     }
 
     pub fn lock_write(&self, first: u64, last: u64) {
-        lock_span(|s| self.word(s), first, last, true);
+        lock_span(self.span_words(), first, last, true);
     }
 
     pub fn unlock_write(&self, first: u64, last: u64) {
-        unlock_span(|s| self.word(s), first, last, true);
+        unlock_span(self.span_words(), first, last, true);
     }
 
     pub fn lock_read(&self, first: u64, last: u64) {
-        lock_span(|s| self.word(s), first, last, false);
+        lock_span(self.span_words(), first, last, false);
     }
 
     pub fn unlock_read(&self, first: u64, last: u64) {
-        unlock_span(|s| self.word(s), first, last, false);
+        unlock_span(self.span_words(), first, last, false);
     }
 }
 
