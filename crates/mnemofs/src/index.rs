@@ -19,6 +19,7 @@
 //! reads valid (and current) slots. Memory: 4 KiB per 2 MiB of file that was ever
 //! written, plus the nodes above.
 
+use crate::tagged::{height, tag, untag};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 const BITS: u32 = 9;
@@ -34,22 +35,6 @@ struct Leaf {
 
 struct Node {
     slots: [AtomicPtr<()>; FAN],
-}
-
-/// Low bits of the root pointer that hold the tree's height (leaves and nodes are
-/// 8-byte aligned).
-const HEIGHT_MASK: usize = 0b11;
-
-fn height(tagged: *mut ()) -> u32 {
-    (tagged as usize & HEIGHT_MASK) as u32
-}
-
-fn untag(tagged: *mut ()) -> *mut () {
-    (tagged as usize & !HEIGHT_MASK) as *mut ()
-}
-
-fn tag(p: *mut (), h: u32) -> *mut () {
-    (p as usize | h as usize) as *mut ()
 }
 
 /// Pages a tree of height `h` (nodes above the leaves) covers.

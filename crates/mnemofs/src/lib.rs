@@ -42,6 +42,7 @@ mod pagemap;
 mod recovery;
 mod space;
 mod store;
+mod tagged;
 mod vol;
 
 pub use api::FileSystem;

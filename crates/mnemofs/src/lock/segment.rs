@@ -47,6 +47,7 @@
 //! The word protocol ([`try_read`], [`try_write`], [`lock_span`], ...) is generic over
 //! [`Word`], so the model tests run it unchanged on a model checker's atomics.
 
+use crate::tagged::{height, tag, untag};
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 /// A writer holds the segment.
@@ -87,22 +88,6 @@ struct Chunk {
 #[repr(align(64))]
 struct Node {
     slots: [AtomicPtr<()>; FAN],
-}
-
-/// Low bits of the root pointer holding the height (levels of nodes above the
-/// chunks, 0..=LEVELS).
-const HEIGHT_MASK: usize = 0b111;
-
-fn height(tagged: *mut ()) -> u32 {
-    (tagged as usize & HEIGHT_MASK) as u32
-}
-
-fn untag(tagged: *mut ()) -> *mut () {
-    (tagged as usize & !HEIGHT_MASK) as *mut ()
-}
-
-fn tag(p: *mut (), h: u32) -> *mut () {
-    (p as usize | h as usize) as *mut ()
 }
 
 /// Chunks a tree of height `h` covers.
