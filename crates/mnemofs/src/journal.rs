@@ -72,15 +72,9 @@ impl Journals {
         // At most JOURNAL_MAX_RECS records (checked above); up to 8 (every namespace
         // operation) in a buffer on the stack.
         let len = words.len().saturating_mul(JOURNAL_REC_SIZE as usize);
-        let mut small = [0u8; 8 * JOURNAL_REC_SIZE as usize];
-        let mut big = Vec::new();
-        let recs: &mut [u8] = match small.get_mut(..len) {
-            Some(r) => r,
-            None => {
-                big.resize(len, 0);
-                &mut big
-            }
-        };
+        let mut buf: smallvec::SmallVec<[u8; 8 * JOURNAL_REC_SIZE as usize]> =
+            smallvec::smallvec![0u8; len];
+        let recs: &mut [u8] = &mut buf;
         for (r, &(off, _)) in recs.chunks_exact_mut(16).zip(words) {
             put_u64(r, JOURNAL_REC_ADDR_OFF, off.get());
             put_u64(r, JOURNAL_REC_OLD_OFF, pm.read_u64(off));

@@ -13,6 +13,7 @@ use crate::addr::{BlockNo, PmOff};
 use crate::bugs::{self, Bug};
 use crate::error::{FsError, Result};
 use crate::format::{Entry, BLOCK, INO_TAIL_OFF};
+use crate::index::PageIndex;
 use crate::inode::{Inode, InodeState};
 use crate::interleave::{self, Point};
 use crate::itable::InodeTable;
@@ -98,7 +99,7 @@ impl DataPlane {
             if end > MAX_FILE_SIZE {
                 return Err(FsError::TooBig);
             }
-            (off, Self::partial_pages(&st, off, end))
+            (off, Self::partial_pages(&st.index, off, end))
         };
         let end = off + data.len() as u64;
         let first = page_of(off);
@@ -115,12 +116,13 @@ impl DataPlane {
 
     /// Old blocks of the partial head and tail pages of `[off, end)`, to merge.
     /// Only a page the write covers in part is looked up (a whole-page overwrite
-    /// needs neither), in the radix mirror of the page map (state lock held).
-    fn partial_pages(st: &InodeState, off: u64, end: u64) -> (Option<u64>, Option<u64>) {
+    /// needs neither), in the file's lock-free page index (stable under the state
+    /// lock or the writer's exclusive range lock).
+    fn partial_pages(index: &PageIndex, off: u64, end: u64) -> (Option<u64>, Option<u64>) {
         let (first, last) = (page_of(off), page_of(end - 1));
         let head_partial = !off.is_multiple_of(BLOCK) || end < page_start(first) + BLOCK;
         let tail_partial = last != first && !end.is_multiple_of(BLOCK);
-        let get = |pg: u64| Some(st.index.get(pg)).filter(|&b| b != 0);
+        let get = |pg: u64| Some(index.get(pg)).filter(|&b| b != 0);
         (
             if head_partial { get(first) } else { None },
             if tail_partial { get(last) } else { None },
@@ -188,13 +190,7 @@ impl DataPlane {
         let entries = Self::write_entries(first, &runs, end, Timespec::now());
         // The old partial pages, from the lock-free index: our exclusive range lock
         // keeps them stable.
-        let head_partial = !off.is_multiple_of(BLOCK) || end < page_start(first) + BLOCK;
-        let tail_partial = last != first && !end.is_multiple_of(BLOCK);
-        let get = |pg: u64| Some(inode.index.get(pg)).filter(|&b| b != 0);
-        let old = (
-            if head_partial { get(first) } else { None },
-            if tail_partial { get(last) } else { None },
-        );
+        let old = Self::partial_pages(&inode.index, off, end);
         let r = self.reserve_or_free(inode, &entries, &runs)?;
         self.copy_in(inode.ino, &runs, off, data, old);
         interleave::point(Point::DataWritten);
