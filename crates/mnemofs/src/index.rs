@@ -1,7 +1,7 @@
 //! The read side of a file's DRAM page index: a radix table of atomic block numbers,
 //! read without any lock.
 //!
-//! The authoritative index is `InodeState::pages` (a B-tree, under the inode's state
+//! The authoritative index is `InodeState::pages` (a `PageMap`, under the inode's state
 //! lock); every change to it also goes here, under the same lock, so this table is a
 //! mirror of it. A reader holds the file's range lock shared for the pages it reads,
 //! which keeps out every writer of those pages (and truncate, hole punch and freeing,
