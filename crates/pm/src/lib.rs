@@ -66,6 +66,7 @@ mod flush;
 mod lease;
 mod profile;
 mod region;
+mod topology;
 mod trace;
 mod volume;
 
@@ -74,6 +75,7 @@ pub use flush::FlushKind;
 pub use lease::LeasePool;
 pub use profile::{PmProfile, SpinClock};
 pub use region::{MapMode, MapPages, MapReport, Pm, PmError, Store16};
+pub use topology::{current_cpu, device_node, pin_to_cpus, Topology, TopologyError, MAX_NODES};
 pub use trace::{Event, Marker, RecordingTracer, StoreKind, Tracer};
 pub use volume::Volume;
 
