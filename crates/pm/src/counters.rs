@@ -1,27 +1,63 @@
-//! Per-thread PM counters: bytes stored, cache lines flushed, fences.
+//! Per-thread PM counters: bytes stored (also by NUMA node pair), cache lines
+//! flushed, fences.
 //!
 //! Each thread increments its own cache-padded slot (no shared cache line bounces on
 //! the hot path, no locked instruction); a snapshot sums the slots.
 
 use crate::lease::LeasePool;
+use crate::numa::{self, MAX_NODES};
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 const SLOTS: usize = 64;
 
-#[derive(Default)]
 struct Slot {
     bytes: AtomicU64,
     nt_bytes: AtomicU64,
     flushes: AtomicU64,
     fences: AtomicU64,
     delay_ns: AtomicU64,
+    /// `bytes` again, by (thread node × MAX_NODES + device node).
+    node_bytes: [AtomicU64; MAX_NODES * MAX_NODES],
+}
+
+impl Default for Slot {
+    fn default() -> Self {
+        Slot {
+            bytes: AtomicU64::new(0),
+            nt_bytes: AtomicU64::new(0),
+            flushes: AtomicU64::new(0),
+            fences: AtomicU64::new(0),
+            delay_ns: AtomicU64::new(0),
+            node_bytes: [const { AtomicU64::new(0) }; MAX_NODES * MAX_NODES],
+        }
+    }
+}
+
+impl Slot {
+    /// This slot's counts.
+    fn load(&self) -> CounterSnapshot {
+        let mut node_bytes = [[0; MAX_NODES]; MAX_NODES];
+        for (i, c) in self.node_bytes.iter().enumerate() {
+            node_bytes[i / MAX_NODES][i % MAX_NODES] = c.load(Ordering::Relaxed);
+        }
+        CounterSnapshot {
+            bytes_written: self.bytes.load(Ordering::Relaxed),
+            nt_bytes_written: self.nt_bytes.load(Ordering::Relaxed),
+            flushes: self.flushes.load(Ordering::Relaxed),
+            fences: self.fences.load(Ordering::Relaxed),
+            modeled_delay_ns: self.delay_ns.load(Ordering::Relaxed),
+            node_bytes,
+        }
+    }
 }
 
 /// Counters of one PM region: a slot per live thread (up to 64), one slot shared by
 /// the threads beyond.
 pub struct Counters {
     slots: Box<[CachePadded<Slot>]>,
+    /// NUMA node of the region's device: the column its bytes count in.
+    node: u32,
 }
 
 /// A sum of all slots at one moment.
@@ -37,11 +73,21 @@ pub struct CounterSnapshot {
     pub fences: u64,
     /// Nanoseconds of busy-wait added by the PM latency profile (0 for `dram`).
     pub modeled_delay_ns: u64,
+    /// `bytes_written` by NUMA node pair: `node_bytes[thread node][device node]` (the
+    /// node of the storing thread as [`crate::thread_node`] gave it, and the node of
+    /// the device stored to). Sums to `bytes_written`.
+    pub node_bytes: [[u64; MAX_NODES]; MAX_NODES],
 }
 
 impl CounterSnapshot {
     /// Difference `self - earlier`, saturating at zero.
     pub fn since(&self, earlier: &CounterSnapshot) -> CounterSnapshot {
+        let mut node_bytes = [[0; MAX_NODES]; MAX_NODES];
+        for (t, row) in node_bytes.iter_mut().enumerate() {
+            for (d, v) in row.iter_mut().enumerate() {
+                *v = self.node_bytes[t][d].saturating_sub(earlier.node_bytes[t][d]);
+            }
+        }
         CounterSnapshot {
             bytes_written: self.bytes_written.saturating_sub(earlier.bytes_written),
             nt_bytes_written: self
@@ -52,7 +98,60 @@ impl CounterSnapshot {
             modeled_delay_ns: self
                 .modeled_delay_ns
                 .saturating_sub(earlier.modeled_delay_ns),
+            node_bytes,
         }
+    }
+
+    /// Bytes stored by threads on `thread_node` to devices on `device_node`.
+    ///
+    /// # Panics
+    /// If either node is not below [`MAX_NODES`].
+    pub fn node_bytes_written(&self, thread_node: u32, device_node: u32) -> u64 {
+        self.node_bytes[thread_node as usize][device_node as usize]
+    }
+
+    /// Bytes stored by threads to devices on their own node.
+    pub fn local_bytes_written(&self) -> u64 {
+        (0..MAX_NODES).map(|n| self.node_bytes[n][n]).sum()
+    }
+
+    /// Bytes stored by threads to devices on other nodes.
+    pub fn remote_bytes_written(&self) -> u64 {
+        let all: u64 = self.node_bytes.iter().flatten().sum();
+        all - self.local_bytes_written()
+    }
+}
+
+/// Sum (e.g. over the devices of a volume), saturating.
+impl std::ops::Add for CounterSnapshot {
+    type Output = CounterSnapshot;
+
+    fn add(mut self, rhs: CounterSnapshot) -> CounterSnapshot {
+        self += rhs;
+        self
+    }
+}
+
+/// Sum in place, saturating.
+impl std::ops::AddAssign for CounterSnapshot {
+    fn add_assign(&mut self, rhs: CounterSnapshot) {
+        self.bytes_written = self.bytes_written.saturating_add(rhs.bytes_written);
+        self.nt_bytes_written = self.nt_bytes_written.saturating_add(rhs.nt_bytes_written);
+        self.flushes = self.flushes.saturating_add(rhs.flushes);
+        self.fences = self.fences.saturating_add(rhs.fences);
+        self.modeled_delay_ns = self.modeled_delay_ns.saturating_add(rhs.modeled_delay_ns);
+        for (row, r) in self.node_bytes.iter_mut().zip(rhs.node_bytes.iter()) {
+            for (v, x) in row.iter_mut().zip(r.iter()) {
+                *v = v.saturating_add(*x);
+            }
+        }
+    }
+}
+
+/// Sum of snapshots (e.g. `devices.iter().map(Pm::counters).sum()`).
+impl std::iter::Sum for CounterSnapshot {
+    fn sum<I: Iterator<Item = CounterSnapshot>>(iter: I) -> CounterSnapshot {
+        iter.fold(CounterSnapshot::default(), |a, b| a + b)
     }
 }
 
@@ -124,13 +223,38 @@ impl Default for Counters {
 }
 
 impl Counters {
-    /// All counters at zero.
+    /// All counters at zero, for a device on node 0.
     pub fn new() -> Self {
         Counters {
             slots: (0..=SLOTS)
                 .map(|_| CachePadded::new(Slot::default()))
                 .collect(),
+            node: 0,
         }
+    }
+
+    /// Counts the bytes stored from now on as stored to a device on `node`.
+    ///
+    /// # Panics
+    /// If `node` is not below [`MAX_NODES`].
+    pub fn set_node(&mut self, node: u32) {
+        assert!(
+            (node as usize) < MAX_NODES,
+            "NUMA node {node} is not below the {MAX_NODES} nodes modeled"
+        );
+        self.node = node;
+    }
+
+    /// The node the device's bytes count on.
+    pub fn node(&self) -> u32 {
+        self.node
+    }
+
+    /// Counts `n` bytes of slot `i` in the (calling thread's node, device node) cell.
+    #[inline]
+    fn bump_node_bytes(&self, i: usize, s: &Slot, n: u64) {
+        let t = numa::thread_node() as usize;
+        bump(i, &s.node_bytes[t * MAX_NODES + self.node as usize], n);
     }
 
     #[inline]
@@ -144,6 +268,7 @@ impl Counters {
     pub fn add_bytes(&self, n: u64) {
         let (i, s) = self.slot();
         bump(i, &s.bytes, n);
+        self.bump_node_bytes(i, s, n);
     }
 
     /// Counts `n` bytes stored non-temporally (also counted as bytes stored).
@@ -152,6 +277,7 @@ impl Counters {
         let (i, s) = self.slot();
         bump(i, &s.bytes, n);
         bump(i, &s.nt_bytes, n);
+        self.bump_node_bytes(i, s, n);
     }
 
     /// Counts `n` cache-line write-backs.
@@ -179,26 +305,12 @@ impl Counters {
     /// slot they share). A slot outlives its thread, so use differences.
     pub fn this_thread(&self) -> CounterSnapshot {
         let (_, s) = self.slot();
-        CounterSnapshot {
-            bytes_written: s.bytes.load(Ordering::Relaxed),
-            nt_bytes_written: s.nt_bytes.load(Ordering::Relaxed),
-            flushes: s.flushes.load(Ordering::Relaxed),
-            fences: s.fences.load(Ordering::Relaxed),
-            modeled_delay_ns: s.delay_ns.load(Ordering::Relaxed),
-        }
+        s.load()
     }
 
     /// Sum over all threads.
     pub fn snapshot(&self) -> CounterSnapshot {
-        let mut t = CounterSnapshot::default();
-        for s in self.slots.iter() {
-            t.bytes_written += s.bytes.load(Ordering::Relaxed);
-            t.nt_bytes_written += s.nt_bytes.load(Ordering::Relaxed);
-            t.flushes += s.flushes.load(Ordering::Relaxed);
-            t.fences += s.fences.load(Ordering::Relaxed);
-            t.modeled_delay_ns += s.delay_ns.load(Ordering::Relaxed);
-        }
-        t
+        self.slots.iter().map(|s| s.load()).sum()
     }
 }
 
@@ -236,5 +348,94 @@ mod tests {
         // Slots were handed back: a new thread gets a leased one.
         let i = std::thread::spawn(my_slot).join().unwrap();
         assert!(i < SHARED);
+    }
+
+    #[test]
+    fn bytes_are_attributed_to_thread_node_and_device_node() {
+        let mut c = Counters::new();
+        c.set_node(5);
+        assert_eq!(c.node(), 5);
+        let c = std::sync::Arc::new(c);
+        let before = c.snapshot();
+        let hs: Vec<_> = [(Some(2), 10), (Some(5), 7), (None, 1)]
+            .into_iter()
+            .map(|(node, n)| {
+                let c = c.clone();
+                std::thread::spawn(move || {
+                    crate::numa::set_thread_node(node);
+                    let t0 = c.this_thread();
+                    c.add_bytes(n);
+                    c.add_nt_bytes(n);
+                    c.add_flushes(1);
+                    c.this_thread().since(&t0)
+                })
+            })
+            .collect();
+        let per_thread: Vec<_> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+        // Each thread's own slot: its bytes in its (thread node, device node) cell.
+        assert_eq!(per_thread[0].node_bytes_written(2, 5), 20);
+        assert_eq!(per_thread[0].remote_bytes_written(), 20);
+        assert_eq!(per_thread[1].node_bytes_written(5, 5), 14);
+        assert_eq!(per_thread[1].local_bytes_written(), 14);
+        assert_eq!(per_thread[1].remote_bytes_written(), 0);
+
+        let d = c.snapshot().since(&before);
+        assert_eq!(d.bytes_written, 36);
+        assert_eq!(d.node_bytes_written(2, 5), 20);
+        assert_eq!(d.node_bytes_written(5, 5), 14);
+        // The thread without an override is on its CPU's node (0 without a map;
+        // another test may have installed one meanwhile): 2 bytes somewhere in
+        // column 5, and nothing in any other column.
+        let column: u64 = (0..MAX_NODES as u32)
+            .map(|t| d.node_bytes_written(t, 5))
+            .sum();
+        assert_eq!(column, 36);
+        let all: u64 = d.node_bytes.iter().flatten().sum();
+        assert_eq!(all, d.bytes_written);
+    }
+
+    #[test]
+    fn snapshots_subtract_and_add_every_field() {
+        let mut a = CounterSnapshot {
+            bytes_written: 100,
+            nt_bytes_written: 40,
+            flushes: 3,
+            fences: 2,
+            modeled_delay_ns: 900,
+            ..Default::default()
+        };
+        a.node_bytes[0][0] = 60;
+        a.node_bytes[1][0] = 40;
+        let mut b = CounterSnapshot {
+            bytes_written: 30,
+            nt_bytes_written: 10,
+            flushes: 1,
+            fences: 1,
+            modeled_delay_ns: 100,
+            ..Default::default()
+        };
+        b.node_bytes[0][0] = 20;
+        b.node_bytes[1][0] = 10;
+        let d = a.since(&b);
+        assert_eq!(
+            (d.bytes_written, d.nt_bytes_written, d.flushes, d.fences),
+            (70, 30, 2, 1)
+        );
+        assert_eq!(d.modeled_delay_ns, 800);
+        assert_eq!((d.node_bytes[0][0], d.node_bytes[1][0]), (40, 30));
+        // Saturates at zero.
+        assert_eq!(b.since(&a).node_bytes[1][0], 0);
+        assert_eq!(b.since(&a).bytes_written, 0);
+
+        assert_eq!(d + b, a);
+        let mut e = d;
+        e += b;
+        assert_eq!(e, a);
+        let s: CounterSnapshot = [d, b, CounterSnapshot::default()].into_iter().sum();
+        assert_eq!(s, a);
+        assert_eq!(
+            (s.local_bytes_written(), s.remote_bytes_written()),
+            (60, 40)
+        );
     }
 }

@@ -7,10 +7,13 @@
 //! once by CPUID) and store fences.
 //!
 //! On DRAM-backed images a [`PmProfile`] (`optane`, `cxl`) adds the latency and
-//! bandwidth cost of real PM to reads and persists with a calibrated busy-wait.
+//! bandwidth cost of real PM to reads and persists with a calibrated busy-wait, more
+//! for a device on another NUMA node than the accessing thread's ([`Pm::set_node`],
+//! [`thread_node`], [`node_distance`], [`PmProfile::remote`]).
 //!
-//! Every store, flush and fence is counted (per-thread slots, summed on demand) and can
-//! be reported to a [`Tracer`]: the seam on which the crash explorer records a trace.
+//! Every store, flush and fence is counted (per-thread slots, summed on demand; bytes
+//! stored also by (thread node, device node)) and can be reported to a [`Tracer`]: the
+//! seam on which the crash explorer records a trace.
 //! PM holds offsets, never virtual addresses: every call takes a byte offset into the
 //! region.
 //!
@@ -64,6 +67,7 @@
 mod counters;
 mod flush;
 mod lease;
+mod numa;
 mod profile;
 mod region;
 mod topology;
@@ -73,7 +77,14 @@ mod volume;
 pub use counters::{CounterSnapshot, Counters};
 pub use flush::FlushKind;
 pub use lease::LeasePool;
-pub use profile::{PmProfile, SpinClock};
+pub use numa::{
+    node_distance, set_cpu_nodes, set_node_distances, set_thread_node, thread_node,
+    thread_node_override, NumaError, DEFAULT_REMOTE_DISTANCE, LOCAL_DISTANCE, MAX_NODES,
+    NODE_REFRESH_EVERY,
+};
+pub use profile::{
+    PmProfile, RemoteCost, RemoteTable, SpinClock, MAX_MODELED_DISTANCE, REMOTE_STEPS,
+};
 pub use region::{MapMode, MapPages, MapReport, Pm, PmError, Store16};
 pub use topology::{current_cpu, device_node, pin_to_cpus, Topology, TopologyError, MAX_NODES};
 pub use trace::{Event, Marker, RecordingTracer, StoreKind, Tracer};

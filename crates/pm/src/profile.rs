@@ -1,11 +1,11 @@
 //! PM latency profiles: the cost of real persistent memory, added on DRAM-backed
-//! images (DESIGN.md §5).
+//! images (DESIGN.md §5), and its growth with NUMA distance (§6).
 //!
 //! A profile gives, for reads and writes separately, a per-access latency and a
-//! bandwidth (bytes per second), plus a remote-node factor for the NUMA work (stored,
-//! not applied yet: every access is local until volumes span nodes). `dram` adds
-//! nothing; `optane` and `cxl` add their modeled cost with a calibrated busy-wait
-//! (never a sleep: the costs are hundreds of nanoseconds).
+//! bandwidth (bytes per second), plus a table of remote factors by NUMA distance
+//! ([`RemoteTable`]). `dram` adds nothing; `optane` and `cxl` add their modeled cost
+//! with a calibrated busy-wait (never a sleep: the costs are hundreds of
+//! nanoseconds).
 //!
 //! Where the cost is charged, and why:
 //! - **Reads** (`Pm::read`, `Pm::read_u64`, `Pm::read_u32`): one access latency per
@@ -20,10 +20,31 @@
 //!   to reach the persistence domain, and on Optane the sustained write bandwidth,
 //!   not the latency of one store, is what limits persistent writes.
 //!
+//! **Remote devices.** An access is remote when the calling thread's NUMA node
+//! ([`crate::thread_node`]) is not the device's ([`crate::Pm::node`]); its cost grows
+//! with the distance between the two ([`crate::node_distance`]) by the factors of
+//! [`PmProfile::remote`]:
+//! - a remote read costs `read_latency × read-latency factor` plus
+//!   `len / (read_bandwidth / read-bandwidth divisor)`;
+//! - pending write-back bytes are kept per device node; a fence pays the **largest**
+//!   latency among its pending classes (`write_latency × write-latency factor` of
+//!   each distance that has bytes pending), plus the transfer time of each class's
+//!   bytes at its own bandwidth (`write_bandwidth / write-bandwidth divisor`): the
+//!   write-backs travel concurrently, and the fence waits for the slowest. All bytes
+//!   pending are charged with the profile of the device the fence is called on (one
+//!   profile per volume). The distance of a class is taken at the fence, from the
+//!   thread's node then.
+//! - A local access (thread and device on the same node) is charged exactly the
+//!   local formulas above, with no factor applied ([`PmProfile::read_cost_ns`],
+//!   [`PmProfile::persist_cost_ns`]).
+//!
 //! Not modeled: the 256-byte internal write granularity of Optane (read-modify-write
 //! inside the DIMM), contention between threads for one device's bandwidth (each
-//! thread pays its own transfer time), and cache hits on reads.
+//! thread pays its own transfer time), the collapse of remote Optane bandwidth under
+//! mixed read/write and multi-threaded traffic that Yang et al. report, and cache
+//! hits on reads.
 
+use crate::numa::{LOCAL_DISTANCE, MAX_NODES};
 use std::cell::Cell;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -42,9 +63,9 @@ pub struct PmProfile {
     pub write_latency_ns: u64,
     /// Write bandwidth (bytes per second); 0 = no transfer cost.
     pub write_bandwidth: u64,
-    /// Multiplier of the whole cost for an access to another NUMA node's device.
-    /// Stored for the NUMA work; not applied yet (all accesses are local).
-    pub remote_factor: f64,
+    /// Cost factors of a device on another NUMA node, by distance
+    /// ([`PmProfile::remote`]).
+    pub numa: RemoteTable,
 }
 
 impl Default for PmProfile {
@@ -61,7 +82,7 @@ impl PmProfile {
         read_bandwidth: 0,
         write_latency_ns: 0,
         write_bandwidth: 0,
-        remote_factor: 1.0,
+        numa: RemoteTable::LOCAL_ONLY,
     };
 
     /// Intel Optane DC PMM (first generation), one DIMM, App Direct mode.
@@ -72,13 +93,46 @@ impl PmProfile {
     /// non-temporal store completes about as fast as to DRAM, because it is durable
     /// once it reaches the memory controller's ADR-protected queue. See
     /// docs/BENCHMARKS.md.
+    ///
+    /// **Remote** (one entry, distance 21: the other socket of the two-socket
+    /// Cascade Lake machine of Yang et al., "An Empirical Guide to the Behavior and
+    /// Use of Scalable Persistent Memory", FAST 2020):
+    /// - Bandwidths are Yang et al.'s measurements, from the data of the paper's NUMA
+    ///   figure as the authors publish it (github.com/NVSL/OptaneStudy,
+    ///   `graphs/17-numa.csv`; GB/s, one thread, six interleaved DIMMs): pure reads
+    ///   4.70 local vs 4.32 remote, read bandwidth ÷1.089; pure writes 5.23 local vs
+    ///   2.14 remote, write bandwidth ÷2.447. (With four threads: ÷1.10 and ÷2.29.)
+    ///   The one-thread ratios are used because each thread pays its own transfer
+    ///   time in this model.
+    /// - Latencies are **assumed**, not Yang et al.'s: we could not retrieve a remote
+    ///   latency figure of theirs (their artifact publishes latencies of local media
+    ///   only, `graphs/02-best_case_latency.csv`). Assumption: the socket hop adds to
+    ///   Optane what it adds to DRAM on the same CPU generation: Intel MLC idle
+    ///   latency on a two-socket Cascade Lake, 80.8 ns local vs 140.4 ns remote,
+    ///   +59.6 ns (the MLC output published in github.com/gjbex/Code-optimization,
+    ///   `info/cascadelake_mlc.txt`). Read latency (305 + 59.6) / 305 = ×1.195;
+    ///   persist latency (90 + 59.6) / 90 = ×1.662 (a write-back to a remote memory
+    ///   controller's queue crosses the same link, and its completion comes back
+    ///   over it).
+    ///
+    /// Other distances follow [`RemoteTable::at`] (linear in the distance through
+    /// local and 21).
     pub const OPTANE: PmProfile = PmProfile {
         name: "optane",
         read_latency_ns: 305,
         read_bandwidth: 6_600_000_000,
         write_latency_ns: 90,
         write_bandwidth: 2_300_000_000,
-        remote_factor: 1.0,
+        numa: RemoteTable::new(&[
+            RemoteCost::LOCAL,
+            RemoteCost {
+                distance: 21,
+                read_latency: 1195,
+                read_bandwidth: 1089,
+                write_latency: 1662,
+                write_bandwidth: 2447,
+            },
+        ]),
     };
 
     /// A CXL memory expander (CXL 1.1/2.0 Type-3 device behind a PCIe 5.0 x8 link).
@@ -87,13 +141,33 @@ impl PmProfile {
     /// CXL-Ready Systems and Devices", MICRO 2023, for reads and for persists alike.
     /// Bandwidth: the PCIe 5.0 x8 link limit, ≈31.5 GB/s per direction (an upper
     /// bound; devices measure lower), so the transfer cost is a lower bound.
+    ///
+    /// **Remote** (a thread on the other socket of the device's host, distance 21) is
+    /// **assumed**, not measured on CXL: the socket hop adds what it adds to DRAM on
+    /// the CPU generation Sun et al. used (4th-generation Xeon, Sapphire Rapids):
+    /// Intel MLC idle latency from node 0, 95.4 ns local vs 188.1–188.4 ns (mean
+    /// 188.3) to the other socket's nodes, +92.9 ns (MLC output published in
+    /// github.com/gjbex/Code-optimization, `info/sapphirerapids_mlc.txt`); so
+    /// (250 + 92.9) / 250 = ×1.372 for reads and persists. Bandwidth is not divided:
+    /// the same run measures ≈56 GB/s of reads from the other socket, above the x8
+    /// link's 31.5 GB/s, so the link, not the hop, stays the limit (writes across the
+    /// socket link are assumed alike; that run does not measure them).
     pub const CXL: PmProfile = PmProfile {
         name: "cxl",
         read_latency_ns: 250,
         read_bandwidth: 31_500_000_000,
         write_latency_ns: 250,
         write_bandwidth: 31_500_000_000,
-        remote_factor: 1.0,
+        numa: RemoteTable::new(&[
+            RemoteCost::LOCAL,
+            RemoteCost {
+                distance: 21,
+                read_latency: 1372,
+                read_bandwidth: 1000,
+                write_latency: 1372,
+                write_bandwidth: 1000,
+            },
+        ]),
     };
 
     /// Every profile, in the order the help text lists them.
@@ -121,19 +195,225 @@ impl PmProfile {
             && self.write_bandwidth == 0
     }
 
-    /// Added cost (ns) of one read access of `len` bytes.
+    /// Added cost (ns) of one read access of `len` bytes to a local device.
     pub fn read_cost_ns(&self, len: u64) -> u64 {
         self.read_latency_ns + transfer_ns(len, self.read_bandwidth)
     }
 
-    /// Added cost (ns) of a fence that drains `pending` written-back bytes; a fence
-    /// with nothing pending costs nothing.
+    /// Added cost (ns) of a fence that drains `pending` written-back bytes, all to
+    /// local devices; a fence with nothing pending costs nothing.
     pub fn persist_cost_ns(&self, pending: u64) -> u64 {
         if pending == 0 {
             return 0;
         }
         self.write_latency_ns + transfer_ns(pending, self.write_bandwidth)
     }
+
+    /// The cost factors of a device at NUMA `distance` (SLIT units) from the
+    /// accessing thread: [`RemoteTable::at`] of this profile's table.
+    pub fn remote(&self, distance: u32) -> RemoteCost {
+        self.numa.at(distance)
+    }
+
+    /// Added cost (ns) of one read access of `len` bytes to a device at `distance`:
+    /// `read_latency × factor + len / (read_bandwidth / divisor)`. At
+    /// [`LOCAL_DISTANCE`] (or below) exactly [`PmProfile::read_cost_ns`].
+    pub fn read_cost_at_ns(&self, len: u64, distance: u32) -> u64 {
+        if distance <= LOCAL_DISTANCE {
+            return self.read_cost_ns(len);
+        }
+        let c = self.remote(distance);
+        scale(self.read_latency_ns, c.read_latency)
+            + transfer_scaled_ns(len, self.read_bandwidth, c.read_bandwidth)
+    }
+
+    /// Added cost (ns) of a fence that drains written-back bytes to devices at
+    /// several distances: `pending` holds (distance, bytes) classes. The fence waits
+    /// for the slowest class's latency (`write_latency × factor`, over the classes
+    /// with bytes) plus every class's transfer time at its own bandwidth
+    /// (`write_bandwidth / divisor`). Nothing pending costs nothing; one class at
+    /// [`LOCAL_DISTANCE`] costs exactly [`PmProfile::persist_cost_ns`].
+    pub fn persist_cost_at_ns(&self, pending: &[(u32, u64)]) -> u64 {
+        let mut latency = None;
+        let mut transfer = 0u64;
+        for &(distance, bytes) in pending {
+            if bytes == 0 {
+                continue;
+            }
+            let c = self.remote(distance);
+            let l = scale(self.write_latency_ns, c.write_latency);
+            latency = Some(latency.map_or(l, |m: u64| m.max(l)));
+            transfer = transfer.saturating_add(transfer_scaled_ns(
+                bytes,
+                self.write_bandwidth,
+                c.write_bandwidth,
+            ));
+        }
+        latency.map_or(0, |l| l.saturating_add(transfer))
+    }
+}
+
+/// Cost factors of accessing a device at one NUMA distance, in thousandths
+/// (1000 = ×1): latencies are multiplied by their factor, bandwidths divided by
+/// theirs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RemoteCost {
+    /// The distance (ACPI SLIT units, 10 = local) these factors are for.
+    pub distance: u32,
+    /// Read latency factor, in thousandths.
+    pub read_latency: u32,
+    /// Read bandwidth divisor, in thousandths.
+    pub read_bandwidth: u32,
+    /// Persist (fence) latency factor, in thousandths.
+    pub write_latency: u32,
+    /// Write bandwidth divisor, in thousandths.
+    pub write_bandwidth: u32,
+}
+
+impl RemoteCost {
+    /// A local access: every factor ×1.
+    pub const LOCAL: RemoteCost = RemoteCost {
+        distance: LOCAL_DISTANCE,
+        read_latency: 1000,
+        read_bandwidth: 1000,
+        write_latency: 1000,
+        write_bandwidth: 1000,
+    };
+
+    /// Whether every factor is ×1 (the access costs what a local one does).
+    pub fn is_local(&self) -> bool {
+        self.read_latency == 1000
+            && self.read_bandwidth == 1000
+            && self.write_latency == 1000
+            && self.write_bandwidth == 1000
+    }
+}
+
+/// Entries a [`RemoteTable`] holds at most.
+pub const REMOTE_STEPS: usize = 4;
+
+/// Largest distance [`RemoteTable::at`] extrapolates to; larger ones cost as much
+/// (a guard: SLIT distances of real machines stay far below it, and a wrong matrix
+/// must not produce absurd waits).
+pub const MAX_MODELED_DISTANCE: u32 = 64;
+
+/// A profile's remote cost factors by NUMA distance: [`RemoteCost`] entries at
+/// increasing distances, the first one [`RemoteCost::LOCAL`]. Fixed size, so that
+/// [`PmProfile`] stays `Copy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RemoteTable {
+    len: usize,
+    steps: [RemoteCost; REMOTE_STEPS],
+}
+
+impl RemoteTable {
+    /// Local only: every distance costs as local.
+    pub const LOCAL_ONLY: RemoteTable = RemoteTable::new(&[RemoteCost::LOCAL]);
+
+    /// A table of `steps`.
+    ///
+    /// # Panics
+    /// (At compile time in a constant.) Unless there are 1 to [`REMOTE_STEPS`]
+    /// steps, the first is [`RemoteCost::LOCAL`], distances strictly increase, and no
+    /// factor is below ×1 (a remote device is never cheaper than a local one).
+    pub const fn new(steps: &[RemoteCost]) -> RemoteTable {
+        assert!(
+            !steps.is_empty() && steps.len() <= REMOTE_STEPS,
+            "a remote table has 1 to REMOTE_STEPS entries"
+        );
+        let first = steps[0];
+        assert!(
+            first.distance == LOCAL_DISTANCE
+                && first.read_latency == 1000
+                && first.read_bandwidth == 1000
+                && first.write_latency == 1000
+                && first.write_bandwidth == 1000,
+            "a remote table starts with RemoteCost::LOCAL"
+        );
+        let mut out = [RemoteCost::LOCAL; REMOTE_STEPS];
+        let mut i = 0;
+        while i < steps.len() {
+            let s = steps[i];
+            assert!(
+                i == 0 || s.distance > steps[i - 1].distance,
+                "remote table distances must increase"
+            );
+            assert!(
+                s.read_latency >= 1000
+                    && s.read_bandwidth >= 1000
+                    && s.write_latency >= 1000
+                    && s.write_bandwidth >= 1000,
+                "remote factors are at least x1 (1000)"
+            );
+            out[i] = s;
+            i += 1;
+        }
+        RemoteTable {
+            len: steps.len(),
+            steps: out,
+        }
+    }
+
+    /// The entries, by increasing distance.
+    pub fn steps(&self) -> &[RemoteCost] {
+        &self.steps[..self.len]
+    }
+
+    /// The factors at `distance`: an entry's own at its distance; **linear
+    /// interpolation** between the two entries around it; beyond the last entry,
+    /// linear extrapolation along the last two (SLIT distances are relative
+    /// latencies, so a two-hop 31 or 32 costs about twice a one-hop 21's extra),
+    /// with the distance capped at [`MAX_MODELED_DISTANCE`]. [`RemoteCost::LOCAL`]
+    /// at 10 or below, and at every distance for a local-only table. Factors are
+    /// rounded down to whole thousandths.
+    pub fn at(&self, distance: u32) -> RemoteCost {
+        let steps = self.steps();
+        let d = distance.min(MAX_MODELED_DISTANCE);
+        if d <= LOCAL_DISTANCE || steps.len() == 1 {
+            return RemoteCost::LOCAL;
+        }
+        let i = steps
+            .iter()
+            .position(|s| s.distance >= d)
+            .unwrap_or(steps.len() - 1)
+            .max(1);
+        if steps[i].distance == d {
+            return steps[i];
+        }
+        let (a, b) = (steps[i - 1], steps[i]);
+        let f = |x: u32, y: u32| -> u32 {
+            // x + (y - x) * (d - a.d) / (b.d - a.d), in i64: exact, and for
+            // extrapolation d - a.d exceeds b.d - a.d.
+            let v = i64::from(x)
+                + (i64::from(y) - i64::from(x)) * (i64::from(d) - i64::from(a.distance))
+                    / (i64::from(b.distance) - i64::from(a.distance));
+            u32::try_from(v.max(1000)).unwrap_or(u32::MAX)
+        };
+        RemoteCost {
+            distance: d,
+            read_latency: f(a.read_latency, b.read_latency),
+            read_bandwidth: f(a.read_bandwidth, b.read_bandwidth),
+            write_latency: f(a.write_latency, b.write_latency),
+            write_bandwidth: f(a.write_bandwidth, b.write_bandwidth),
+        }
+    }
+}
+
+/// `ns × factor / 1000` (factor in thousandths), rounded down.
+fn scale(ns: u64, factor: u32) -> u64 {
+    let v = u128::from(ns) * u128::from(factor) / 1000;
+    u64::try_from(v).unwrap_or(u64::MAX)
+}
+
+/// Time (ns, rounded down) to move `bytes` at `bandwidth / (divisor / 1000)` bytes
+/// per second; with a divisor of 1000 exactly [`transfer_ns`].
+fn transfer_scaled_ns(bytes: u64, bandwidth: u64, divisor: u32) -> u64 {
+    if bandwidth == 0 {
+        return 0;
+    }
+    let ns =
+        u128::from(bytes) * 1_000_000_000 * u128::from(divisor) / (u128::from(bandwidth) * 1000);
+    u64::try_from(ns).unwrap_or(u64::MAX)
 }
 
 /// Time (ns, rounded down) to move `bytes` at `bandwidth` bytes per second.
@@ -145,22 +425,77 @@ fn transfer_ns(bytes: u64, bandwidth: u64) -> u64 {
     u64::try_from(ns).unwrap_or(u64::MAX)
 }
 
+/// Bytes written back (flushed lines, non-temporal stores) by one thread since its
+/// last fence on a profiled region, by the node of the device written.
+struct PendingWrites {
+    /// Bit `n`: `bytes[n]` is not zero.
+    mask: Cell<u32>,
+    bytes: [Cell<u64>; MAX_NODES],
+}
+
 thread_local! {
-    /// Bytes written back (flushed lines, non-temporal stores) by this thread since
-    /// its last fence on a profiled region.
-    static PENDING_WRITE_BYTES: Cell<u64> = const { Cell::new(0) };
+    static PENDING: PendingWrites = const {
+        PendingWrites {
+            mask: Cell::new(0),
+            bytes: [const { Cell::new(0) }; MAX_NODES],
+        }
+    };
 }
 
-/// Adds written-back bytes of the calling thread (charged at its next fence).
+/// Adds `bytes` written back by the calling thread to a device on `node` (charged
+/// at its next fence).
 #[inline]
-pub(crate) fn add_pending_write(bytes: u64) {
-    PENDING_WRITE_BYTES.with(|p| p.set(p.get().saturating_add(bytes)));
+pub(crate) fn add_pending_write(node: u32, bytes: u64) {
+    PENDING.with(|p| {
+        let c = &p.bytes[node as usize];
+        c.set(c.get().saturating_add(bytes));
+        p.mask.set(p.mask.get() | 1 << node);
+    });
 }
 
-/// Takes the calling thread's pending written-back bytes.
+/// Takes the calling thread's pending written-back bytes, by device node.
 #[inline]
-pub(crate) fn take_pending_write() -> u64 {
-    PENDING_WRITE_BYTES.with(|p| p.replace(0))
+pub(crate) fn take_pending_writes() -> [u64; MAX_NODES] {
+    PENDING.with(|p| {
+        let mut out = [0; MAX_NODES];
+        let mut m = p.mask.replace(0);
+        while m != 0 {
+            let n = m.trailing_zeros() as usize;
+            out[n] = p.bytes[n].replace(0);
+            m &= m - 1;
+        }
+        out
+    })
+}
+
+/// Takes the calling thread's pending written-back bytes and returns what the fence
+/// that drains them costs under `p`, for a thread on `thread_node`: bytes pending
+/// only to devices on the thread's own node cost exactly
+/// [`PmProfile::persist_cost_ns`]; otherwise each device node is a class at its
+/// distance from `thread_node` ([`PmProfile::persist_cost_at_ns`]).
+#[inline]
+pub(crate) fn take_pending_cost_ns(p: &PmProfile, thread_node: u32) -> u64 {
+    PENDING.with(|q| {
+        let mask = q.mask.get();
+        if mask == 0 {
+            return 0;
+        }
+        if mask == 1 << thread_node {
+            q.mask.set(0);
+            return p.persist_cost_ns(q.bytes[thread_node as usize].replace(0));
+        }
+        let mut classes = [(0u32, 0u64); MAX_NODES];
+        let mut n = 0;
+        let mut m = q.mask.replace(0);
+        while m != 0 {
+            let node = m.trailing_zeros();
+            let bytes = q.bytes[node as usize].replace(0);
+            classes[n] = (crate::numa::node_distance(thread_node, node), bytes);
+            n += 1;
+            m &= m - 1;
+        }
+        p.persist_cost_at_ns(&classes[..n])
+    })
 }
 
 /// A calibrated busy-wait clock: the time-stamp counter where it is invariant
@@ -306,7 +641,8 @@ mod tests {
     fn names_are_unique_and_found() {
         for p in PmProfile::ALL {
             assert_eq!(PmProfile::by_name(p.name), Some(*p));
-            assert_eq!(p.remote_factor, 1.0);
+            assert_eq!(p.numa.steps()[0], RemoteCost::LOCAL);
+            assert_eq!(p.remote(LOCAL_DISTANCE), RemoteCost::LOCAL);
         }
         assert_eq!(PmProfile::by_name("nvdimm"), None);
         assert_eq!(PmProfile::names(), "dram, optane, cxl");
@@ -319,6 +655,9 @@ mod tests {
         assert!(d.is_free());
         assert_eq!(d.read_cost_ns(4096), 0);
         assert_eq!(d.persist_cost_ns(1 << 20), 0);
+        // Remote too: the factors scale nothing.
+        assert_eq!(d.read_cost_at_ns(4096, 21), 0);
+        assert_eq!(d.persist_cost_at_ns(&[(21, 4096), (10, 64)]), 0);
         assert!(!PmProfile::OPTANE.is_free());
         assert!(!PmProfile::CXL.is_free());
     }
@@ -354,19 +693,171 @@ mod tests {
     }
 
     #[test]
-    fn pending_bytes_are_per_thread_and_taken_once() {
-        let _ = take_pending_write();
-        add_pending_write(64);
-        add_pending_write(4096);
+    fn pending_bytes_are_per_thread_per_node_and_taken_once() {
+        let _ = take_pending_writes();
+        add_pending_write(0, 64);
+        add_pending_write(0, 4096);
+        add_pending_write(3, 100);
         let other = std::thread::spawn(|| {
-            add_pending_write(1);
-            take_pending_write()
+            add_pending_write(0, 1);
+            take_pending_writes()
         })
         .join()
         .unwrap();
-        assert_eq!(other, 1);
-        assert_eq!(take_pending_write(), 4160);
-        assert_eq!(take_pending_write(), 0);
+        assert_eq!(other, [1, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(take_pending_writes(), [4160, 0, 0, 100, 0, 0, 0, 0]);
+        assert_eq!(take_pending_writes(), [0; MAX_NODES]);
+    }
+
+    /// The formulas of the single-node model, written out: the local case must
+    /// charge exactly these.
+    fn old_read(p: &PmProfile, len: u64) -> u64 {
+        p.read_latency_ns + (len as u128 * 1_000_000_000 / p.read_bandwidth as u128) as u64
+    }
+    fn old_persist(p: &PmProfile, pending: u64) -> u64 {
+        if pending == 0 {
+            0
+        } else {
+            p.write_latency_ns
+                + (pending as u128 * 1_000_000_000 / p.write_bandwidth as u128) as u64
+        }
+    }
+
+    #[test]
+    fn local_costs_are_the_single_node_formulas() {
+        for p in [PmProfile::OPTANE, PmProfile::CXL] {
+            for len in [0u64, 1, 8, 63, 64, 100, 4096, 4160, 65536, 1 << 20] {
+                assert_eq!(p.read_cost_ns(len), old_read(&p, len));
+                assert_eq!(p.read_cost_at_ns(len, LOCAL_DISTANCE), old_read(&p, len));
+                assert_eq!(p.persist_cost_ns(len), old_persist(&p, len));
+                assert_eq!(
+                    p.persist_cost_at_ns(&[(LOCAL_DISTANCE, len)]),
+                    old_persist(&p, len)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn distance_lookup_interpolates_and_extrapolates() {
+        let t = PmProfile::OPTANE.numa;
+        let at21 = t.steps()[1];
+        assert_eq!(t.at(21), at21);
+        assert_eq!(t.at(10), RemoteCost::LOCAL);
+        assert_eq!(t.at(0), RemoteCost::LOCAL);
+        // 16: 6/11 of the way from local to 21, rounded down.
+        let c = |distance, rl, rb, wl, wb| RemoteCost {
+            distance,
+            read_latency: rl,
+            read_bandwidth: rb,
+            write_latency: wl,
+            write_bandwidth: wb,
+        };
+        assert_eq!(t.at(16), c(16, 1106, 1048, 1361, 1789));
+        // Beyond 21: the same line, extended (two hops, 32: twice the extra of 21).
+        assert_eq!(t.at(31), c(31, 1372, 1169, 2263, 3762));
+        assert_eq!(t.at(32), c(32, 1390, 1178, 2324, 3894));
+        // Capped: SLIT's 255 ("unreachable") costs as much as 64.
+        assert_eq!(t.at(255), t.at(MAX_MODELED_DISTANCE));
+        assert_eq!(t.at(64), c(64, 1957, 1436, 4249, 8103));
+        // Through PmProfile.
+        assert_eq!(PmProfile::OPTANE.remote(21), at21);
+
+        // A local-only table costs every distance as local.
+        assert_eq!(RemoteTable::LOCAL_ONLY.at(32), RemoteCost::LOCAL);
+        assert_eq!(PmProfile::DRAM.remote(21), RemoteCost::LOCAL);
+
+        // Between two remote entries, and past the last along their line.
+        let t3 = RemoteTable::new(&[
+            RemoteCost::LOCAL,
+            c(21, 1500, 1000, 2000, 3000),
+            c(31, 2000, 1000, 2000, 5000),
+        ]);
+        assert_eq!(t3.at(26), c(26, 1750, 1000, 2000, 4000));
+        assert_eq!(t3.at(41), c(41, 2500, 1000, 2000, 7000));
+        assert_eq!(t3.at(15), c(15, 1227, 1000, 1454, 1909));
+        assert_eq!(t3.steps().len(), 3);
+    }
+
+    #[test]
+    #[should_panic(expected = "starts with RemoteCost::LOCAL")]
+    fn a_table_must_start_local() {
+        let mut far = RemoteCost::LOCAL;
+        far.distance = 21;
+        RemoteTable::new(&[far]);
+    }
+
+    #[test]
+    #[should_panic(expected = "distances must increase")]
+    fn a_table_must_be_sorted() {
+        let mut far = RemoteCost::LOCAL;
+        far.distance = 21;
+        far.read_latency = 1200;
+        RemoteTable::new(&[RemoteCost::LOCAL, far, far]);
+    }
+
+    #[test]
+    #[should_panic(expected = "at least x1")]
+    fn a_remote_device_is_never_cheaper() {
+        let mut far = RemoteCost::LOCAL;
+        far.distance = 21;
+        far.write_bandwidth = 999;
+        RemoteTable::new(&[RemoteCost::LOCAL, far]);
+    }
+
+    #[test]
+    fn remote_cost_math() {
+        let o = PmProfile::OPTANE;
+        // Read at 21: 305 ns × 1.195 = 364.5 → 364; 4096 B at 6.6 GB/s ÷ 1.089:
+        // 675.8 → 675.
+        assert_eq!(o.read_cost_at_ns(4096, 21), 364 + 675);
+        assert_eq!(o.read_cost_at_ns(8, 21), 364 + 1);
+        // Persist of 64 B at 21: 90 × 1.662 = 149.6 → 149; 64 B at 2.3 GB/s ÷ 2.447:
+        // 68.1 → 68.
+        assert_eq!(o.persist_cost_at_ns(&[(21, 64)]), 149 + 68);
+        // Local and remote pending together: the slower latency (remote), plus each
+        // class's transfer at its own bandwidth (4096 B local: 1780 ns).
+        assert_eq!(
+            o.persist_cost_at_ns(&[(LOCAL_DISTANCE, 4096), (21, 64)]),
+            149 + 1780 + 68
+        );
+        // A class with nothing pending adds no latency.
+        assert_eq!(
+            o.persist_cost_at_ns(&[(21, 0), (LOCAL_DISTANCE, 64)]),
+            o.persist_cost_ns(64)
+        );
+        assert_eq!(o.persist_cost_at_ns(&[]), 0);
+        assert_eq!(o.persist_cost_at_ns(&[(21, 0)]), 0);
+        // CXL at 21: 250 × 1.372 = 343 for reads and persists; bandwidth undivided.
+        let c = PmProfile::CXL;
+        assert_eq!(c.read_cost_at_ns(4096, 21), 343 + 130);
+        assert_eq!(c.persist_cost_at_ns(&[(21, 64)]), 343 + 2);
+    }
+
+    #[test]
+    fn the_fence_cost_takes_every_class_pending() {
+        // Uses the default distances (21 between different nodes).
+        let _g = crate::numa::TEST_LOCK
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let o = PmProfile::OPTANE;
+        let _ = take_pending_writes();
+        assert_eq!(take_pending_cost_ns(&o, 0), 0);
+        // Only the thread's own node: the local formula.
+        add_pending_write(0, 4096);
+        add_pending_write(0, 64);
+        assert_eq!(take_pending_cost_ns(&o, 0), o.persist_cost_ns(4160));
+        assert_eq!(take_pending_writes(), [0; MAX_NODES]);
+        // Local and two remote devices (both at 21): one latency, three transfers.
+        add_pending_write(0, 4096);
+        add_pending_write(1, 64);
+        add_pending_write(5, 64);
+        assert_eq!(take_pending_cost_ns(&o, 0), 149 + 1780 + 68 + 68);
+        // Seen from node 1, the node-1 bytes are the local ones.
+        add_pending_write(0, 64);
+        add_pending_write(1, 4096);
+        assert_eq!(take_pending_cost_ns(&o, 1), 149 + 1780 + 68);
+        assert_eq!(take_pending_cost_ns(&o, 1), 0);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use super::{MapMode, Pm, PmError};
 use crate::counters::CounterSnapshot;
 use crate::flush::{flush_line, sfence, FlushKind};
+use crate::numa::{self, MAX_NODES};
 use crate::profile::{self, PmProfile, SpinClock};
 use crate::trace::{Marker, StoreKind, Tracer};
 use crate::CACHE_LINE;
@@ -24,7 +25,7 @@ impl Pm {
             Some((p, SpinClock::get()))
         };
         // Write-backs made before the profile was set are not charged to it.
-        let _ = profile::take_pending_write();
+        let _ = profile::take_pending_writes();
     }
 
     /// The latency profile in force.
@@ -32,21 +33,49 @@ impl Pm {
         self.profile.map_or(PmProfile::DRAM, |(p, _)| p)
     }
 
-    /// Charges the modeled cost of a read of `len` bytes.
+    /// Places the device on NUMA `node` (0 until set): accesses from threads on
+    /// other nodes are charged the profile's remote cost ([`PmProfile::remote`]),
+    /// and the bytes stored from now on count in this node's column of
+    /// [`CounterSnapshot::node_bytes`].
+    ///
+    /// # Panics
+    /// If `node` is not below [`MAX_NODES`].
+    pub fn set_node(&mut self, node: u32) {
+        assert!(
+            (node as usize) < MAX_NODES,
+            "NUMA node {node} is not below the {MAX_NODES} nodes modeled"
+        );
+        self.node = node;
+        self.counters.set_node(node);
+    }
+
+    /// The NUMA node of the device.
+    pub fn node(&self) -> u32 {
+        self.node
+    }
+
+    /// Charges the modeled cost of a read of `len` bytes: local (the calling
+    /// thread on the device's node) or at the distance between the two nodes.
     #[inline]
     pub(super) fn charge_read(&self, len: u64) {
         if let Some((p, clock)) = &self.profile {
-            let ns = p.read_cost_ns(len);
+            let t = numa::thread_node();
+            let ns = if t == self.node {
+                p.read_cost_ns(len)
+            } else {
+                p.read_cost_at_ns(len, numa::node_distance(t, self.node))
+            };
             clock.spin(ns);
             self.counters.add_delay(ns);
         }
     }
 
-    /// Records `bytes` written back to PM, charged at the next fence.
+    /// Records `bytes` written back to PM, charged at the next fence (at the
+    /// distance between the fencing thread's node and this device's).
     #[inline]
     pub(super) fn note_writeback(&self, bytes: u64) {
         if self.profile.is_some() {
-            profile::add_pending_write(bytes);
+            profile::add_pending_write(self.node, bytes);
         }
     }
 
@@ -240,8 +269,10 @@ impl Pm {
     pub fn fence(&self) {
         sfence();
         if let Some((p, clock)) = &self.profile {
-            // The fence waits for this thread's write-backs to reach PM.
-            let ns = p.persist_cost_ns(profile::take_pending_write());
+            // The fence waits for this thread's write-backs to reach PM, on every
+            // device: local ones exactly as `persist_cost_ns`, remote ones at their
+            // distance (see the `profile` module).
+            let ns = profile::take_pending_cost_ns(p, numa::thread_node());
             clock.spin(ns);
             self.counters.add_delay(ns);
         }
@@ -313,6 +344,9 @@ mod tests {
 
     #[test]
     fn profile_charges_reads_and_persists_exactly() {
+        // The single-node model: thread and device on node 0 (the override keeps a
+        // CPU map another test may install meanwhile out of it).
+        numa::set_thread_node(Some(0));
         let mut pm = Pm::anonymous(1 << 20).unwrap();
         assert_eq!(pm.profile(), PmProfile::DRAM);
         let mut buf = [0u8; 4096];
@@ -359,6 +393,122 @@ mod tests {
         unsafe { pm.read(0, &mut buf) };
         pm.persist(0, 64);
         assert_eq!(pm.thread_counters().since(&t).modeled_delay_ns, 0);
+        numa::set_thread_node(None);
+    }
+
+    #[test]
+    fn remote_devices_are_charged_by_distance() {
+        let _g = numa::TEST_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        std::thread::spawn(|| {
+            numa::set_thread_node(Some(1));
+            let mut local = Pm::anonymous(1 << 20).unwrap();
+            local.set_node(1);
+            local.set_profile(PmProfile::OPTANE);
+            let mut far = Pm::anonymous(1 << 20).unwrap();
+            assert_eq!(far.node(), 0);
+            far.set_profile(PmProfile::OPTANE);
+            let o = PmProfile::OPTANE;
+            let mut buf = [0u8; 4096];
+
+            // The thread's own node: the local formula.
+            let t = local.thread_counters();
+            // SAFETY: only this thread uses this test's regions.
+            unsafe { local.read(0, &mut buf) };
+            assert_eq!(
+                local.thread_counters().since(&t).modeled_delay_ns,
+                305 + 620
+            );
+
+            // Node 0 at the default distance 21: latency ×1.195, bandwidth ÷1.089.
+            let t = far.thread_counters();
+            // SAFETY: as above.
+            unsafe { far.read(0, &mut buf) };
+            let _ = far.read_u64(8);
+            assert_eq!(
+                far.thread_counters().since(&t).modeled_delay_ns,
+                o.read_cost_at_ns(4096, 21) + o.read_cost_at_ns(8, 21)
+            );
+            assert_eq!(o.read_cost_at_ns(4096, 21), 364 + 675);
+
+            // One fence drains the write-backs to both devices: the remote latency
+            // (the larger) once, each device's bytes at its own bandwidth.
+            let (tl, tf) = (local.thread_counters(), far.thread_counters());
+            // SAFETY: as above.
+            unsafe { local.write_nt(0, &buf) };
+            // SAFETY: as above.
+            unsafe { far.write(0, &[7u8; 64]) };
+            far.flush(0, 64);
+            // Fence: the write-backs to both devices above are durable (and charged)
+            // here, whichever device the fence is called on.
+            local.fence();
+            assert_eq!(
+                local.thread_counters().since(&tl).modeled_delay_ns,
+                o.persist_cost_at_ns(&[(10, 4096), (21, 64)])
+            );
+            assert_eq!(
+                o.persist_cost_at_ns(&[(10, 4096), (21, 64)]),
+                149 + 1780 + 68
+            );
+            // Fence: nothing of this thread is pending any more, so it orders (and
+            // charges) nothing: the fence above drained both devices.
+            far.fence();
+            assert_eq!(far.thread_counters().since(&tf).modeled_delay_ns, 0);
+
+            // A two-hop distance costs more, per the table.
+            numa::set_node_distances(vec![vec![10, 32], vec![32, 10]]).unwrap();
+            let t = far.thread_counters();
+            // SAFETY: as above.
+            unsafe { far.write_nt(0, &buf) };
+            // Fence: the non-temporal page above is durable (and charged) here.
+            far.fence();
+            let got = far.thread_counters().since(&t).modeled_delay_ns;
+            numa::set_node_distances(Vec::new()).unwrap();
+            assert_eq!(got, o.persist_cost_at_ns(&[(32, 4096)]));
+            // 90 × 2.324 = 209.2 → 209; 4096 B at 2.3 GB/s ÷ 3.894 = 6934.8 → 6934.
+            assert_eq!(got, 209 + 6934);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn stored_bytes_count_by_thread_node_and_device_node() {
+        let mut pm = Pm::anonymous(1 << 16).unwrap();
+        pm.set_node(3);
+        std::thread::scope(|s| {
+            for (node, n) in [(3u32, 100usize), (6, 40)] {
+                let pm = &pm;
+                s.spawn(move || {
+                    numa::set_thread_node(Some(node));
+                    let before = pm.thread_counters();
+                    // SAFETY: each thread stores to its own bytes of this test's
+                    // region.
+                    unsafe { pm.write(node as u64 * 1024, &vec![1u8; n]) };
+                    // 64 B: 64 non-temporal, plus the 8-byte atomic.
+                    // SAFETY: as above.
+                    unsafe { pm.write_nt(node as u64 * 1024 + 512, &[2u8; 64]) };
+                    pm.store_u64(node as u64 * 1024 + 768, 9);
+                    // Fence: the non-temporal and flushed bytes above are durable before what follows.
+                    pm.fence();
+                    let d = pm.thread_counters().since(&before);
+                    assert_eq!(d.bytes_written, n as u64 + 64 + 8);
+                    assert_eq!(d.node_bytes_written(node, 3), n as u64 + 64 + 8);
+                });
+            }
+        });
+        let c = pm.counters();
+        assert_eq!(c.node_bytes_written(3, 3), 100 + 72);
+        assert_eq!(c.node_bytes_written(6, 3), 40 + 72);
+        assert_eq!(c.local_bytes_written(), 172);
+        assert_eq!(c.remote_bytes_written(), 112);
+        assert_eq!(c.bytes_written, 284);
+    }
+
+    #[test]
+    #[should_panic(expected = "not below")]
+    fn a_device_node_beyond_max_nodes_is_rejected() {
+        let mut pm = Pm::anonymous(1 << 16).unwrap();
+        pm.set_node(MAX_NODES as u32);
     }
 
     #[test]

@@ -105,6 +105,7 @@ impl Pm {
             has_cx16: has_cx16(),
             has_avx: has_avx(),
             profile: None,
+            node: 0,
             huge_advised: false,
             _file: file,
         }

@@ -98,6 +98,8 @@ pub struct Pm {
     /// Latency profile charged on reads and persists; `None` for `dram` (no cost,
     /// no work on the hot paths).
     profile: Option<(PmProfile, &'static SpinClock)>,
+    /// NUMA node of the device ([`Pm::set_node`]).
+    node: u32,
     /// `madvise(MADV_HUGEPAGE)` was accepted on the mapping.
     huge_advised: bool,
     _file: Option<File>,
