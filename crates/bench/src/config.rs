@@ -260,6 +260,12 @@ pub struct RunConfig {
     pub progress: bool,
     /// Round number within a comparison (reported in the result).
     pub round: Option<u32>,
+    /// Devices of the fresh volume (1: one image, as always); device `i` sits on
+    /// node `i` modulo the topology's nodes (`mount.topology`).
+    pub devices: u32,
+    /// NUMA node of each benchmark thread (thread `t` takes entry `t` modulo the
+    /// list); empty: round robin over the topology's nodes when it has several.
+    pub node_of_thread: Vec<u32>,
 }
 
 impl RunConfig {
@@ -286,6 +292,8 @@ impl RunConfig {
             seed: 42,
             progress: false,
             round: None,
+            devices: 1,
+            node_of_thread: Vec::new(),
         }
     }
 
@@ -323,6 +331,22 @@ impl RunConfig {
             return Err(format!(
                 "--file-size ({}) must be at least --io-size ({})",
                 p.file_size, p.io_size
+            ));
+        }
+        if self.devices == 0 || self.devices as usize > mnemofs::format::MAX_DEVICES {
+            return Err(format!(
+                "--devices must be between 1 and {}",
+                mnemofs::format::MAX_DEVICES
+            ));
+        }
+        if let Some(&n) = self
+            .node_of_thread
+            .iter()
+            .find(|&&n| n as usize >= pm::MAX_NODES)
+        {
+            return Err(format!(
+                "--node-of-thread: node {n} is not below {}",
+                pm::MAX_NODES
             ));
         }
         if let Stop::Ops(0) = self.stop {

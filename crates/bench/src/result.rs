@@ -84,6 +84,27 @@ pub struct BenchResult {
     pub version: &'static str,
     pub seed: u64,
     pub round: Option<u32>,
+    /// Devices of the volume, and where placement put new blocks.
+    pub devices: u32,
+    pub placement: String,
+    /// PM bytes written by threads of node `i` (row) to devices of node `j`
+    /// (column), exact (`pm` counters), over the nodes of the topology.
+    pub node_bytes: Vec<Vec<u64>>,
+}
+
+impl BenchResult {
+    /// Share of the PM bytes written that went to a device of the writer's node
+    /// (`None` when nothing was written).
+    pub fn local_share(&self) -> Option<f64> {
+        let total: u64 = self.node_bytes.iter().flatten().sum();
+        let local: u64 = self
+            .node_bytes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| r.get(i))
+            .sum();
+        (total > 0).then(|| local as f64 / total as f64)
+    }
 }
 
 impl BenchResult {

@@ -37,6 +37,24 @@ pub struct Image {
     pub place: String,
     /// A private tmpfs mounted for this image, still attached.
     tmpfs: Option<PathBuf>,
+    /// The volume's other devices (files beside `path`), with their nodes.
+    pub more: Vec<PathBuf>,
+    /// The node of each device, `path` first.
+    pub nodes: Vec<u32>,
+}
+
+impl Image {
+    /// The devices of the volume, `path` first, each with its node.
+    pub fn specs(&self) -> Vec<mnemofs::DeviceSpec> {
+        std::iter::once(&self.path)
+            .chain(&self.more)
+            .enumerate()
+            .map(|(i, p)| mnemofs::DeviceSpec {
+                path: p.clone(),
+                node: self.nodes.get(i).copied(),
+            })
+            .collect()
+    }
 }
 
 impl Image {
@@ -56,6 +74,9 @@ impl Drop for Image {
     fn drop(&mut self) {
         if self.remove {
             let _ = std::fs::remove_file(&self.path);
+            for p in &self.more {
+                let _ = std::fs::remove_file(p);
+            }
         }
         if let Some(dir) = self.tmpfs.take() {
             unmount_tmpfs(&dir);
@@ -170,13 +191,32 @@ pub fn fresh_image_zoned(
     slot_size: u32,
     pages: ImagePages,
 ) -> BenchResultT<Image> {
-    let image = match at {
+    fresh_volume(at, size, zone_percent, slot_size, pages, &[0])
+}
+
+/// Like `fresh_image_zoned`, a volume of one device per entry of `nodes` (each
+/// `size` bytes, on that NUMA node): the first at `at` (or a new default image),
+/// the others beside it (`NAME.dev1`, …; a device given at `at` is the first and
+/// only device there can be).
+pub fn fresh_volume(
+    at: Option<&Path>,
+    size: u64,
+    zone_percent: u32,
+    slot_size: u32,
+    pages: ImagePages,
+    nodes: &[u32],
+) -> BenchResultT<Image> {
+    let devices = nodes.len().max(1) as u64;
+    let total = size.saturating_mul(devices);
+    let mut image = match at {
         Some(p) => match std::fs::metadata(p) {
             Ok(m) if m.file_type().is_block_device() || m.file_type().is_char_device() => Image {
                 path: p.to_path_buf(),
                 remove: false,
                 place: "device (given)".to_string(),
                 tmpfs: None,
+                more: Vec::new(),
+                nodes: Vec::new(),
             },
             Ok(_) => {
                 return Err(BenchError::msg(format!(
@@ -190,6 +230,8 @@ pub fn fresh_image_zoned(
                 remove: true,
                 place: "file (given)".to_string(),
                 tmpfs: None,
+                more: Vec::new(),
+                nodes: Vec::new(),
             },
             Err(e) => return Err(BenchError::io(p, e)),
         },
@@ -198,7 +240,7 @@ pub fn fresh_image_zoned(
                 ImagePages::Auto | ImagePages::Huge => "within_size",
                 ImagePages::Small => "never",
             };
-            let (dir, place, tmpfs) = match mount_private_tmpfs(size, huge) {
+            let (dir, place, tmpfs) = match mount_private_tmpfs(total, huge) {
                 Ok(d) => (d.clone(), format!("private tmpfs huge={huge}"), Some(d)),
                 Err(why) if pages == ImagePages::Huge => {
                     return Err(BenchError::msg(format!(
@@ -217,6 +259,8 @@ pub fn fresh_image_zoned(
                 remove: true,
                 place,
                 tmpfs,
+                more: Vec::new(),
+                nodes: Vec::new(),
             }
         }
     };
@@ -227,13 +271,13 @@ pub fn fresh_image_zoned(
             .filter(|d| !d.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
         if let Some(avail) = available_bytes(dir) {
-            if avail < size {
+            if avail < total {
                 return Err(BenchError::msg(format!(
                     "{}: {} MiB free, the image needs {} MiB (use a smaller --file-size, or \
                      --image on a larger file system)",
                     dir.display(),
                     avail >> 20,
-                    size >> 20
+                    total >> 20
                 )));
             }
         }
@@ -246,7 +290,23 @@ pub fn fresh_image_zoned(
         zone_percent,
         slot_size,
     };
-    mnemofs::mkfs(&image.path, &opts)
+    if nodes.len() > 1 && image.place.starts_with("device") {
+        return Err(BenchError::msg(
+            "--devices with --image on a device: give one device, or let the benchmark \
+             create image files",
+        ));
+    }
+    image.more = (1..nodes.len())
+        .map(|i| {
+            let mut p = image.path.clone().into_os_string();
+            p.push(format!(".dev{i}"));
+            PathBuf::from(p)
+        })
+        .collect();
+    if nodes.len() > 1 {
+        image.nodes = nodes.to_vec();
+    }
+    mnemofs::mkfs_devices(&image.specs(), &opts)
         .map_err(|e| BenchError::fs(format!("mkfs {}", image.path.display()), e))?;
     Ok(image)
 }
@@ -339,14 +399,21 @@ pub fn run(cfg: &RunConfig) -> BenchResultT<BenchResult> {
     let size = cfg
         .image_size
         .unwrap_or_else(|| image_size_for(cfg.workload, &cfg.params, cfg.threads));
-    let mut image = fresh_image_zoned(
+    // Device `i` on node `i` modulo the topology's nodes; the data set's size is
+    // each device's (every device could hold it all, as placement may put it on one).
+    let topo_nodes = topology_nodes(cfg);
+    let dev_nodes: Vec<u32> = (0..cfg.devices.max(1) as usize)
+        .map(|i| topo_nodes[i % topo_nodes.len()])
+        .collect();
+    let mut image = fresh_volume(
         cfg.image.as_deref(),
         size,
         cfg.zone_percent,
         cfg.slot_size,
         cfg.image_pages,
+        &dev_nodes,
     )?;
-    let fs = mnemofs::mount(&image.path, &cfg.mount)
+    let fs = mnemofs::mount_devices(&image.specs(), &cfg.mount)
         .map_err(|e| BenchError::fs(format!("mount {}", image.path.display()), e))?;
     image.detach();
     if cfg.prefault {
@@ -372,6 +439,44 @@ pub fn run(cfg: &RunConfig) -> BenchResultT<BenchResult> {
     let r = measured?;
     unmounted?;
     Ok(r)
+}
+
+/// The node ids of the run's topology (given, else this machine's; at least one).
+fn topology_nodes(cfg: &RunConfig) -> Vec<u32> {
+    let t = cfg
+        .mount
+        .topology
+        .clone()
+        .or_else(|| pm::Topology::from_sysfs(Path::new("/sys")).ok());
+    match t {
+        Some(t) if t.node_count() > 0 => t.nodes().to_vec(),
+        _ => vec![0],
+    }
+}
+
+/// The node benchmark thread `t` runs as, and the CPUs to pin it to (this
+/// machine's, when its topology has several nodes and none was given).
+fn thread_placement(cfg: &RunConfig, t: usize) -> Option<(u32, Vec<u32>)> {
+    let real = cfg.mount.topology.is_none();
+    let topo = cfg
+        .mount
+        .topology
+        .clone()
+        .or_else(|| pm::Topology::from_sysfs(Path::new("/sys")).ok())?;
+    let node = if cfg.node_of_thread.is_empty() {
+        if topo.node_count() < 2 {
+            return None;
+        }
+        topo.nodes()[t % topo.node_count()]
+    } else {
+        cfg.node_of_thread[t % cfg.node_of_thread.len()]
+    };
+    let pin = if real && topo.node_count() > 1 {
+        topo.cpus_of(node).to_vec()
+    } else {
+        Vec::new()
+    };
+    Some((node, pin))
 }
 
 /// What a result reports about the engine beyond what [`FileSystem`] offers: facts
@@ -449,7 +554,15 @@ pub fn measure<E: FileSystem + 'static>(
                     Stop::Ops(n) => share(n, t, threads),
                     Stop::Duration(_) => 0,
                 };
+                let place = thread_placement(cfg, t);
                 s.spawn(move || {
+                    if let Some((node, cpus)) = place {
+                        pm::set_thread_node(Some(node));
+                        if !cpus.is_empty() {
+                            // A failed pin leaves the thread where the kernel runs it.
+                            let _ = pm::pin_to_cpus(&cpus);
+                        }
+                    }
                     let warm = run_phase(&mut *w, fs, cfg.warmup, warm_quota, abort, |_, _| {});
                     barrier.wait();
                     barrier.wait();
@@ -594,6 +707,19 @@ pub fn measure<E: FileSystem + 'static>(
         version: env!("CARGO_PKG_VERSION"),
         seed: cfg.seed,
         round: cfg.round,
+        devices: cfg.devices.max(1),
+        placement: m.placement.name().to_string(),
+        node_bytes: {
+            let n = topology_nodes(cfg)
+                .iter()
+                .map(|&x| x as usize + 1)
+                .max()
+                .unwrap_or(1);
+            c.node_bytes[..n.min(pm::MAX_NODES)]
+                .iter()
+                .map(|row| row[..n.min(pm::MAX_NODES)].to_vec())
+                .collect()
+        },
     })
 }
 

@@ -117,9 +117,57 @@ pub struct CommonArgs {
     /// The read cache's hotness window in ms [default: 100]
     #[arg(long = "read-cache-window", value_name = "MS")]
     pub read_cache_window: Option<u64>,
+    /// Devices of the fresh volume (MBS-LVM): image files of the image size each,
+    /// device i on NUMA node i modulo the topology's nodes
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub devices: u32,
+    /// NUMA topology: `N` emulated nodes, `nodes=N;cpus=L/L/..;dist=R/R/..`, or
+    /// `sysfs:PATH` [default: this machine's, from /sys/devices/system/node]
+    #[arg(long, value_name = "SPEC")]
+    pub topology: Option<String>,
+    /// Placement over the devices: local, interleave, single [default: the
+    /// preset's]; `compare` takes a list and runs each preset with each
+    #[arg(long, value_name = "P,...", value_delimiter = ',')]
+    pub placement: Vec<String>,
+    /// NUMA node of each benchmark thread, comma separated (thread t takes entry t
+    /// modulo the list) [default: round robin over the topology's nodes]; with this
+    /// machine's topology threads are also pinned to their node's CPUs
+    #[arg(long = "node-of-thread", value_name = "N,...", value_delimiter = ',')]
+    pub node_of_thread: Vec<u32>,
     /// One JSON object per run on standard output (JSON Lines) instead of a table
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--topology`, parsed.
+fn topology(c: &CommonArgs) -> CliResult<Option<pm::Topology>> {
+    c.topology
+        .as_deref()
+        .map(|t| {
+            t.parse::<pm::Topology>()
+                .map_err(|e| CliError::new(format!("--topology: {e}")).with_code(2))
+        })
+        .transpose()
+}
+
+/// `--placement` values, parsed (empty: the preset's).
+fn placements(c: &CommonArgs) -> CliResult<Vec<mnemofs::PlacementMode>> {
+    c.placement
+        .iter()
+        .map(|p| {
+            let p = p.trim();
+            mnemofs::PlacementMode::ALL
+                .iter()
+                .find(|(n, _)| *n == p)
+                .map(|&(_, m)| m)
+                .ok_or_else(|| {
+                    CliError::new(format!(
+                        "--placement: unknown mode '{p}' (local, interleave, single)"
+                    ))
+                    .with_code(2)
+                })
+        })
+        .collect()
 }
 
 #[derive(Subcommand, Debug)]
@@ -326,6 +374,8 @@ fn run_config(w: Workload, c: &CommonArgs) -> RunConfig {
     rc.image_size = c.image_size;
     rc.seed = c.seed;
     rc.progress = true;
+    rc.devices = c.devices;
+    rc.node_of_thread = c.node_of_thread.clone();
     rc
 }
 
@@ -369,6 +419,16 @@ pub fn run(a: &BenchArgs) -> CliResult<i32> {
     mount.lawn_desc_store = a.common.desc_store.option();
     mount.lawn_fixed_zone = a.common.fixed_zone;
     read_cache_options(&mut mount, &a.common)?;
+    mount.topology = topology(&a.common)?;
+    match placements(&a.common)?.as_slice() {
+        [] => {}
+        [one] => mount.placement = *one,
+        _ => {
+            return Err(
+                CliError::new("give one --placement (a list is for `bench compare`)").with_code(2),
+            )
+        }
+    }
     rc.mount = mount;
     rc.preset = preset_label(
         &a.preset,
@@ -542,34 +602,48 @@ fn run_compare(c: &CompareArgs) -> CliResult<i32> {
     base.validate().map_err(|m| CliError::new(m).with_code(2))?;
     base.progress = true;
     let pages = image_pages(&c.common)?;
+    let topo = topology(&c.common)?;
+    let places: Vec<Option<mnemofs::PlacementMode>> = match placements(&c.common)? {
+        v if v.is_empty() => vec![None],
+        v => v.into_iter().map(Some).collect(),
+    };
     let mut variants = Vec::new();
     for &pg in &pages {
         for pname in &c.pm_profiles {
             let prof = profile(pname.trim())?;
             for preset in &c.presets {
-                let preset = preset.trim();
-                let mut mount = modes::resolve(preset, None, None)?;
-                mount.pm_profile = prof;
-                mount.lawn_desc_store = c.common.desc_store.option();
-                mount.lawn_fixed_zone = c.common.fixed_zone;
-                read_cache_options(&mut mount, &c.common)?;
-                let mut label = if c.pm_profiles.len() > 1 {
-                    format!("{preset}/{}", prof.name)
-                } else {
-                    preset.to_string()
-                };
-                if pages.len() > 1 {
-                    label = format!("{label}/{}", pg.name());
+                for &place in &places {
+                    let preset = preset.trim();
+                    let mut mount = modes::resolve(preset, None, None)?;
+                    mount.topology = topo.clone();
+                    if let Some(p) = place {
+                        mount.placement = p;
+                    }
+                    mount.pm_profile = prof;
+                    mount.lawn_desc_store = c.common.desc_store.option();
+                    mount.lawn_fixed_zone = c.common.fixed_zone;
+                    read_cache_options(&mut mount, &c.common)?;
+                    let mut label = if c.pm_profiles.len() > 1 {
+                        format!("{preset}/{}", prof.name)
+                    } else {
+                        preset.to_string()
+                    };
+                    if pages.len() > 1 {
+                        label = format!("{label}/{}", pg.name());
+                    }
+                    if places.len() > 1 {
+                        label = format!("{label}/{}", mount.placement.name());
+                    }
+                    if variants.iter().any(|v: &Variant| v.label == label) {
+                        return Err(CliError::new(format!("'{label}' is given twice")).with_code(2));
+                    }
+                    variants.push(Variant {
+                        label,
+                        preset: preset.to_string(),
+                        mount,
+                        image_pages: Some(pg),
+                    });
                 }
-                if variants.iter().any(|v: &Variant| v.label == label) {
-                    return Err(CliError::new(format!("'{label}' is given twice")).with_code(2));
-                }
-                variants.push(Variant {
-                    label,
-                    preset: preset.to_string(),
-                    mount,
-                    image_pages: Some(pg),
-                });
             }
         }
     }

@@ -38,7 +38,7 @@ pub fn fs_error(path: &Path, err: &FsError) -> CliError {
     };
     let e = CliError::new(match err {
         // These already name the path.
-        FsError::Pm(_) | FsError::AlreadyFormatted { .. } => {
+        FsError::Pm(_) | FsError::AlreadyFormatted { .. } | FsError::Volume(_) => {
             without_os_error_codes(&err.to_string())
         }
         FsError::Io(e) => format!("{shown}: {}", strip_os_error(e)),

@@ -7,7 +7,8 @@ use std::path::PathBuf;
 
 #[derive(Args, Debug)]
 pub struct FsckArgs {
-    /// Image file or PM device to check (read-only; it must not be mounted)
+    /// Image file or PM device to check (read-only; it must not be mounted); the
+    /// devices of a volume comma-separated, in any order
     pub image: PathBuf,
     /// Print the report as JSON
     #[arg(long)]
@@ -16,7 +17,8 @@ pub struct FsckArgs {
 
 /// Returns the exit status (0 clean, 1 problems); errors exit 2.
 pub fn run(args: &FsckArgs) -> CliResult<i32> {
-    let report = retry_if_busy(|| mnemofs::fsck(&args.image))
+    let specs = crate::devs::parse(&args.image).map_err(|e| e.with_code(2))?;
+    let report = retry_if_busy(|| mnemofs::fsck_devices(&specs))
         .map_err(|e| fs_error(&args.image, &e).with_code(2))?;
     if args.json {
         let text = serde_json::to_string_pretty(&report)

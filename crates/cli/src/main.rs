@@ -10,6 +10,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod bench;
 #[cfg(feature = "crashtest")]
 mod crashtest;
+mod devs;
 mod error;
 mod fsck;
 #[cfg(feature = "crashtest")]

@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 
 #[derive(Args, Debug)]
 pub struct MkfsArgs {
-    /// Image file (created when missing) or PM device (e.g. /dev/pmem0, /dev/dax0.0)
+    /// Image file (created when missing) or PM device (e.g. /dev/pmem0, /dev/dax0.0);
+    /// several, comma-separated, form one volume (`a.img@0,b.img@1`: `@NODE` names
+    /// a device's NUMA node where sysfs cannot tell it)
     pub image: PathBuf,
     /// Image size: bytes or with a unit (512M, 4G, 1GiB; KB/MB/GB are powers of 1000).
     /// Default: the size of an existing image, else 1 GiB
@@ -33,9 +35,10 @@ pub struct MkfsArgs {
 }
 
 pub fn run(args: &MkfsArgs) -> CliResult<()> {
+    let specs = crate::devs::parse(&args.image)?;
     let size = match args.size {
         Some(s) => s,
-        None => existing_size(&args.image)?.unwrap_or(MkfsOptions::default().size),
+        None => existing_size(&specs[0].path)?.unwrap_or(MkfsOptions::default().size),
     };
     if size == 0 {
         return Err(CliError::new("--size must be greater than 0"));
@@ -48,13 +51,34 @@ pub fn run(args: &MkfsArgs) -> CliResult<()> {
         zone_percent: args.zone_percent,
         slot_size: args.slot_size,
     };
-    retry_if_busy(|| mnemofs::mkfs(&args.image, &opts)).map_err(|e| fs_error(&args.image, &e))?;
-    crate::output::emit(&format!(
-        "{}: formatted as mnemofs ({}, {} bytes)",
-        args.image.display(),
-        format_bytes(size),
-        size
-    ));
+    let devices = retry_if_busy(|| mnemofs::mkfs_devices(&specs, &opts))
+        .map_err(|e| fs_error(&args.image, &e))?;
+    if devices.len() == 1 {
+        crate::output::emit(&format!(
+            "{}: formatted as mnemofs ({}, {} bytes)",
+            args.image.display(),
+            format_bytes(size),
+            size
+        ));
+        return Ok(());
+    }
+    let total: u64 = devices.iter().map(|d| d.blocks).sum::<u64>() * mnemofs::format::BLOCK;
+    let mut text = format!(
+        "formatted one mnemofs volume of {} devices ({}):",
+        devices.len(),
+        format_bytes(total)
+    );
+    for d in &devices {
+        text.push_str(&format!(
+            "\n  device {}  {}  {}  node {}",
+            d.index,
+            d.path.display(),
+            format_bytes(d.blocks * mnemofs::format::BLOCK),
+            d.node
+                .map_or_else(|| "unknown".to_string(), |n| n.to_string())
+        ));
+    }
+    crate::output::emit(&text);
     Ok(())
 }
 

@@ -7,7 +7,7 @@
 //! writes `R` once the mount is live, or `E` and the error message, or dies (end of
 //! file).
 
-use crate::error::{fs_error, io_error, retry_if_busy, CliError, CliResult};
+use crate::error::{fs_error, retry_if_busy, CliError, CliResult};
 use crate::modes;
 use crate::output::note;
 use clap::Args;
@@ -21,7 +21,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 #[derive(Args, Debug)]
 pub struct MountArgs {
-    /// Image file or PM device holding a mnemofs
+    /// Image file or PM device holding a mnemofs; the devices of a volume
+    /// comma-separated, in any order (`a.img,b.img@1`: `@NODE` overrides a device's
+    /// NUMA node)
     pub image: PathBuf,
     /// Empty directory to mount on
     pub mountpoint: PathBuf,
@@ -45,6 +47,14 @@ pub struct MountArgs {
     pub small_write: Option<String>,
     #[arg(long = "desc-store", value_name = "HOW", value_enum, default_value_t = modes::DescStore::Auto, hide_possible_values = true, help = modes::DESC_STORE_HELP)]
     pub desc_store: modes::DescStore,
+    /// Placement over the devices of a volume: local, interleave, single
+    /// [default: the preset's; `full`: local]
+    #[arg(long, value_name = "P")]
+    pub placement: Option<String>,
+    /// NUMA topology: `N` emulated nodes, `nodes=N;cpus=L/L/..;dist=R/R/..`, or
+    /// `sysfs:PATH` [default: this machine's, from /sys/devices/system/node]
+    #[arg(long, value_name = "SPEC")]
+    pub topology: Option<String>,
     /// Go through the kernel page cache instead of direct I/O
     #[arg(long)]
     pub no_direct_io: bool,
@@ -196,6 +206,24 @@ pub fn run(args: &MountArgs) -> CliResult<()> {
         opts.read_cache_bytes = b;
     }
     opts.lawn_desc_store = args.desc_store.option();
+    if let Some(p) = &args.placement {
+        opts.placement = mnemofs::PlacementMode::ALL
+            .iter()
+            .find(|(n, _)| n == p)
+            .map(|&(_, m)| m)
+            .ok_or_else(|| {
+                CliError::new(format!(
+                    "--placement: unknown mode '{p}' (local, interleave, single)"
+                ))
+                .with_code(2)
+            })?;
+    }
+    if let Some(t) = &args.topology {
+        opts.topology = Some(
+            t.parse::<pm::Topology>()
+                .map_err(|e| CliError::new(format!("--topology: {e}")).with_code(2))?,
+        );
+    }
     if let Some(a) = o.atime {
         opts.atime = a;
     }
@@ -210,13 +238,7 @@ pub fn run(args: &MountArgs) -> CliResult<()> {
         }
         return res;
     }
-    let image = std::fs::canonicalize(&args.image).map_err(|e| io_error(&args.image, &e))?;
-    if image.is_dir() {
-        return Err(CliError::new(format!(
-            "{} is a directory, not an image",
-            image.display()
-        )));
-    }
+    let image = crate::devs::canonical(&args.image)?;
     let mountpoint = check_mountpoint(&args.mountpoint).map_err(|e| CliError::new(e.0))?;
     spawn_daemon(args, &image, &mountpoint)
 }
@@ -235,7 +257,8 @@ fn run_foreground(args: &MountArgs, opts: mnemofs::MountOptions) -> CliResult<()
         .map_err(|e| CliError::new(format!("cannot block signals: {e}")))?;
     // Checked before the engine mount so that a bad mount point costs no recovery.
     let mountpoint = check_mountpoint(&args.mountpoint).map_err(|e| CliError::new(e.0))?;
-    let fs = retry_if_busy(|| mnemofs::mount(&args.image, &opts))
+    let specs = crate::devs::parse(&args.image)?;
+    let fs = retry_if_busy(|| mnemofs::mount_devices(&specs, &opts))
         .map_err(|e| fs_error(&args.image, &e))?;
     let o = parse_options(args.options.as_deref().unwrap_or(""))?;
     let mut flags = o.flags;
@@ -245,7 +268,7 @@ fn run_foreground(args: &MountArgs, opts: mnemofs::MountOptions) -> CliResult<()
         direct_io: !args.no_direct_io,
         page_cache_reads: !args.no_page_cache_reads,
         // The mount table names the image, so findmnt, df and `umount IMAGE` find it.
-        fsname: std::fs::canonicalize(&args.image)
+        fsname: crate::devs::canonical(&args.image)
             .unwrap_or_else(|_| args.image.clone())
             .display()
             .to_string(),
@@ -341,6 +364,12 @@ fn spawn_daemon(args: &MountArgs, image: &Path, mountpoint: &Path) -> CliResult<
         cmd.arg("--read-cache-size").arg(b.to_string());
     }
     cmd.arg("--desc-store").arg(args.desc_store.name());
+    if let Some(p) = &args.placement {
+        cmd.arg("--placement").arg(p);
+    }
+    if let Some(t) = &args.topology {
+        cmd.arg("--topology").arg(t);
+    }
     if args.no_direct_io {
         cmd.arg("--no-direct-io");
     }

@@ -64,6 +64,43 @@ pub fn render_stats(what: &str, v: &Value) -> String {
         percent(free, data),
     );
     let _ = writeln!(o, "  free per CPU  [{}] blocks", per_cpu.join(", "));
+    let devices = v
+        .get("devices")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if devices.len() > 1 {
+        let _ = writeln!(o, "  placement     {}", s(v, "placement"));
+        let mut per_node: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+        for d in &devices {
+            let node = d
+                .get("node")
+                .and_then(Value::as_u64)
+                .map_or_else(|| "?".to_string(), |n| n.to_string());
+            let (dd, df) = (u(d, "data_blocks"), u(d, "free_blocks"));
+            let _ = writeln!(
+                o,
+                "  device {:<6} {} (node {node}): {} free of {} ({})",
+                u(d, "index"),
+                s(d, "path"),
+                format_bytes(df.saturating_mul(bs)),
+                format_bytes(dd.saturating_mul(bs)),
+                percent(df, dd),
+            );
+            let e = per_node.entry(node).or_default();
+            e.0 = e.0.saturating_add(dd);
+            e.1 = e.1.saturating_add(df);
+        }
+        for (node, (dd, df)) in per_node {
+            let _ = writeln!(
+                o,
+                "  node {node:<8} {} free of {} ({})",
+                format_bytes(df.saturating_mul(bs)),
+                format_bytes(dd.saturating_mul(bs)),
+                percent(df, dd),
+            );
+        }
+    }
     let _ = writeln!(
         o,
         "  inodes        {} used of {} ({} free)",
@@ -178,6 +215,8 @@ mod tests {
             data_blocks: 16000,
             free_blocks: 15000,
             free_blocks_per_cpu: vec![7500, 7500],
+            devices: Vec::new(),
+            placement: "local".into(),
             cpus: 2,
             inodes_total: 4096,
             inodes_used: 3,

@@ -23,6 +23,10 @@ pub struct StatArgs {
 
 pub fn run(args: &StatArgs) -> CliResult<()> {
     let path = &args.target;
+    if crate::devs::parse(path)?.len() > 1 {
+        let stats = stats_of_image(path)?;
+        return show(args, &format!("volume {}", path.display()), &stats);
+    }
     let meta = std::fs::metadata(path).map_err(|e| match e.raw_os_error() {
         Some(libc::ENOTCONN) => CliError::new(format!(
             "{} is a dead mount (its mnemofs daemon is gone); run `umount {}`",
@@ -39,12 +43,16 @@ pub fn run(args: &StatArgs) -> CliResult<()> {
     } else {
         (format!("image {}", path.display()), stats_of_image(path)?)
     };
+    show(args, &what, &stats)
+}
+
+fn show(args: &StatArgs, what: &str, stats: &Value) -> CliResult<()> {
     if args.json {
-        let text = serde_json::to_string_pretty(&stats)
+        let text = serde_json::to_string_pretty(stats)
             .map_err(|e| CliError::new(format!("cannot encode the statistics: {e}")))?;
         crate::output::emit(&text);
     } else {
-        crate::output::emit(&render_stats(&what, &stats));
+        crate::output::emit(&render_stats(what, stats));
     }
     Ok(())
 }
@@ -125,7 +133,8 @@ fn stats_of_image(path: &Path) -> CliResult<Value> {
         exclusive: true,
         ..MountOptions::default()
     };
-    let fs = retry_if_busy(|| mnemofs::mount(path, &opts)).map_err(|e| match e {
+    let specs = crate::devs::parse(path)?;
+    let fs = retry_if_busy(|| mnemofs::mount_devices(&specs, &opts)).map_err(|e| match e {
         e if is_busy(&e) => CliError::new(format!(
             "{} is mounted (in use by another mnemofs process); pass its mount point instead",
             path.display()

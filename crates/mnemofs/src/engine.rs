@@ -10,13 +10,15 @@ use crate::addr::{BlockNo, PmOff};
 use crate::api::FileSystem;
 use crate::data::rcache::{ReadCache, ReadCacheParams};
 use crate::data::{finelog::Finelog, lawn::Lawn, DataPlane, SmallWrite};
+use crate::devices::{DeviceInfo, DeviceSpec};
+use crate::error::FsError;
 use crate::error::Result;
 use crate::format::{Geometry, BLOCK, SB_STATE_OFF, STATE_CLEAN};
 use crate::inode::Inode;
 use crate::itable::InodeTable;
 use crate::namespace::Namespace;
 use crate::recovery::{self, Mode};
-use crate::space::Space;
+use crate::space::{Placement, Space};
 use crate::store::Store;
 use crate::types::*;
 use crate::vol::Vol;
@@ -49,26 +51,111 @@ pub struct Fs {
     clean_mount: bool,
     /// Serializes renames (like the VFS rename mutex).
     rename_lock: Mutex<()>,
+    /// The volume's devices, in index order.
+    devices: Vec<DeviceInfo>,
 }
 
 /// Mounts the image at `path`, running recovery if it was not cleanly unmounted.
 pub fn mount(path: &Path, opts: &MountOptions) -> Result<Fs> {
-    let pm = Pm::open(path, opts.exclusive)?;
-    Fs::from_pm(pm, opts)
+    mount_devices(
+        &[DeviceSpec {
+            path: path.to_path_buf(),
+            node: None,
+        }],
+        opts,
+    )
+}
+
+/// The NUMA topology a mount uses (`MountOptions::topology`, else this machine's),
+/// installed in the `pm` layer: which CPU is on which node, and their distances.
+fn numa_topology(opts: &MountOptions) -> Result<pm::Topology> {
+    let topo = match &opts.topology {
+        Some(t) => t.clone(),
+        // A machine whose sysfs the parser refuses (more nodes than modeled) is
+        // treated as one node rather than refused.
+        None => pm::Topology::from_sysfs(Path::new("/sys"))
+            .or_else(|_| pm::Topology::parse("1"))
+            .map_err(|e| FsError::Volume(format!("topology: {e}")))?,
+    };
+    let max_cpu = topo
+        .nodes()
+        .iter()
+        .flat_map(|&n| topo.cpus_of(n).iter().copied())
+        .max()
+        .unwrap_or(0);
+    let cpu_nodes: Vec<u32> = (0..=max_cpu)
+        .map(|c| topo.node_of_cpu(c).unwrap_or(0))
+        .collect();
+    let n = pm::MAX_NODES as u32;
+    let matrix: Vec<Vec<u32>> = (0..n)
+        .map(|a| {
+            (0..n)
+                .map(|b| {
+                    topo.distance(a, b).unwrap_or(if a == b {
+                        10
+                    } else {
+                        pm::DEFAULT_REMOTE_DISTANCE
+                    })
+                })
+                .collect()
+        })
+        .collect();
+    pm::set_cpu_nodes(cpu_nodes).map_err(|e| FsError::Volume(format!("topology: {e}")))?;
+    pm::set_node_distances(matrix).map_err(|e| FsError::Volume(format!("topology: {e}")))?;
+    Ok(topo)
+}
+
+/// Mounts the volume of the devices `specs` names (in any order), running recovery
+/// if it was not cleanly unmounted.
+pub fn mount_devices(specs: &[DeviceSpec], opts: &MountOptions) -> Result<Fs> {
+    let a = crate::devices::open(specs, opts.exclusive)?;
+    Fs::mount_volume(a.volume, a.devices, opts)
 }
 
 impl Fs {
     /// Mounts an already mapped region (tests and the crash explorer use anonymous
     /// copies).
-    pub fn from_pm(mut pm: Pm, opts: &MountOptions) -> Result<Fs> {
-        // The latency profile applies from recovery on.
-        pm.set_profile(opts.pm_profile);
-        let vol = Vol::new(pm);
+    pub fn from_pm(pm: Pm, opts: &MountOptions) -> Result<Fs> {
+        let devices = vec![DeviceInfo {
+            path: "<memory>".into(),
+            index: 0,
+            node: None,
+            blocks: pm.len() / BLOCK,
+            start: 0,
+        }];
+        Fs::mount_volume(pm::Volume::single(pm), devices, opts)
+    }
+
+    /// Mounts an assembled volume of `devices`.
+    fn mount_volume(
+        mut volume: pm::Volume,
+        mut devices: Vec<DeviceInfo>,
+        opts: &MountOptions,
+    ) -> Result<Fs> {
+        // The latency profile applies from recovery on, with each device's node.
+        volume.set_profile(opts.pm_profile);
+        let topo = numa_topology(opts)?;
+        let dev_nodes: Vec<u32> = devices.iter().map(|d| d.node.unwrap_or(0)).collect();
+        for (i, &n) in dev_nodes.iter().enumerate() {
+            if let Some(d) = volume.device_mut(i) {
+                d.set_node(n);
+            }
+        }
+        let vol = Vol::from_volume(volume);
         let lawn = opts.small_write == SmallWriteMode::Lawn;
         let rec = recovery::recover(&vol, Mode::Mount, lawn)?;
         let loaded = rec.loaded;
         let geo = loaded.geo;
-        let space = Space::empty(geo);
+        // A device's blocks as the volume uses them (the one device of an image may
+        // be larger than its file system).
+        for (i, d) in devices.iter_mut().enumerate() {
+            d.blocks = geo.dev_blocks.get(i).copied().unwrap_or(0);
+            d.start = geo.dev_start(i);
+        }
+        let placement = Placement::new(&geo, opts.placement, &dev_nodes, topo.nodes(), |a, b| {
+            topo.distance(a, b)
+        });
+        let space = Space::new(geo, placement);
         for &(s, l) in &loaded.free {
             space.free_run(s, l);
         }
@@ -133,6 +220,7 @@ impl Fs {
             opts: opts.clone(),
             clean_mount: loaded.clean,
             rename_lock: Mutex::new(()),
+            devices,
         })
     }
 
@@ -391,6 +479,40 @@ impl Fs {
         &self.store.geo
     }
 
+    /// The volume's devices, in index order.
+    pub fn devices(&self) -> &[DeviceInfo] {
+        &self.devices
+    }
+
+    /// Each device with its data and free blocks.
+    fn device_stats(&self) -> Vec<DeviceStats> {
+        let geo = &self.store.geo;
+        let free = self.store.space.extents();
+        self.devices
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let (lo, hi) = geo.device_data(i);
+                let free_blocks = free
+                    .iter()
+                    .map(|&(s, l)| {
+                        let (a, b) = (s.max(lo), s.saturating_add(l).min(hi));
+                        b.saturating_sub(a)
+                    })
+                    .sum();
+                DeviceStats {
+                    index: d.index,
+                    path: d.path.display().to_string(),
+                    node: d.node,
+                    start: d.start,
+                    blocks: d.blocks,
+                    data_blocks: hi.saturating_sub(lo),
+                    free_blocks,
+                }
+            })
+            .collect()
+    }
+
     /// Space, inode, log and PM-counter figures of the mount.
     pub fn stats(&self) -> FsStats {
         let s = &*self.store;
@@ -413,6 +535,8 @@ impl Fs {
             data_blocks: s.geo.data_blocks(),
             free_blocks: s.space.free_blocks(),
             free_blocks_per_cpu: s.space.per_cpu_free(),
+            devices: self.device_stats(),
+            placement: s.space.placement().mode().name().to_string(),
             cpus: s.geo.cpus,
             inodes_total: s.geo.inode_count,
             inodes_used: self.table.used(),
@@ -521,6 +645,24 @@ impl Fs {
     pub fn log_bytes(&self, ino: Ino) -> Result<u64> {
         let (_i, st) = self.table.lock(ino)?;
         Ok(st.log.bytes())
+    }
+
+    /// The blocks holding `ino`'s data pages (in page order) and its log pages —
+    /// where placement put them (`Geometry::device_of` names the device).
+    pub fn file_blocks(&self, ino: Ino) -> Result<(Vec<u64>, Vec<u64>)> {
+        let (_i, st) = self.table.lock(ino)?;
+        let data = st.data_blocks().collect();
+        Ok((data, st.log.pages.to_vec()))
+    }
+
+    /// Free blocks of each device.
+    pub fn device_free_blocks(&self) -> Vec<u64> {
+        self.store.space.per_device_free()
+    }
+
+    /// The devices with no free block (MBS-LVM's FatNode list).
+    pub fn fat_devices(&self) -> Vec<usize> {
+        self.store.space.fat_devices()
     }
 }
 

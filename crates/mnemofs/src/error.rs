@@ -80,6 +80,10 @@ pub enum FsError {
         /// The image.
         path: PathBuf,
     },
+    /// The devices given do not form the volume: missing, foreign, duplicated or
+    /// unreadable, with a line naming the device (EINVAL).
+    #[error("volume: {0}")]
+    Volume(String),
     /// An error of the PM layer (EBUSY if the image is locked, else EIO).
     #[error(transparent)]
     Pm(#[from] pm::PmError),
@@ -111,7 +115,7 @@ impl self::FsError {
             FsError::NoData => libc::ENODATA,
             FsError::Range => libc::ERANGE,
             FsError::Corrupt(_) | FsError::NotMnemofs(_) => libc::EIO,
-            FsError::ImageTooSmall { .. } => libc::EINVAL,
+            FsError::ImageTooSmall { .. } | FsError::Volume(_) => libc::EINVAL,
             FsError::AlreadyFormatted { .. } => libc::EEXIST,
             FsError::Pm(pm::PmError::Busy { .. }) => libc::EBUSY,
             FsError::Pm(_) => libc::EIO,

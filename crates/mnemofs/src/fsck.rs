@@ -48,8 +48,17 @@ impl self::FsckReport {
 /// mnemofs, both superblocks bad, in use by a mount); problems inside a mnemofs are
 /// listed in the report.
 pub fn fsck(path: &Path) -> Result<FsckReport> {
-    let pm = Pm::open(path, true)?;
-    fsck_pm(&pm)
+    fsck_devices(&[crate::devices::DeviceSpec {
+        path: path.to_path_buf(),
+        node: None,
+    }])
+}
+
+/// Checks the volume of the devices `specs` names (any order; on a private copy).
+pub fn fsck_devices(specs: &[crate::devices::DeviceSpec]) -> Result<FsckReport> {
+    let a = crate::devices::open(specs, true)?;
+    let copy = a.volume.clone_anonymous().map_err(FsError::from)?;
+    fsck_vol(&Vol::from_volume(copy))
 }
 
 /// Checks a mapped region (on a private copy).
@@ -61,7 +70,11 @@ pub fn fsck_pm(pm: &Pm) -> Result<FsckReport> {
 /// Checks a region that is already a private copy: recovery runs on it and changes
 /// it (the crash explorer's copies; nobody else may use `pm` afterwards).
 pub fn fsck_private(pm: &mut Pm) -> Result<FsckReport> {
-    let pm = Vol::of(pm);
+    Vol::with_borrowed(pm, fsck_vol)?
+}
+
+/// Checks a volume that is already a private copy (recovery changes it).
+pub(crate) fn fsck_vol(pm: &Vol) -> Result<FsckReport> {
     let rec = recovery::recover(pm, Mode::Fsck, true)?;
     let (loaded, subs) = (rec.loaded, rec.subs);
     let mut r = FsckReport {

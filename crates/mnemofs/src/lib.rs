@@ -25,6 +25,7 @@ pub mod format;
 pub mod types;
 
 mod data;
+mod devices;
 mod engine;
 mod freelist;
 pub mod fsck;
@@ -46,8 +47,9 @@ mod tagged;
 mod vol;
 
 pub use api::FileSystem;
-pub use engine::{mount, FileHandle, Fs};
+pub use devices::{DeviceInfo, DeviceSpec};
+pub use engine::{mount, mount_devices, FileHandle, Fs};
 pub use error::{FsError, Result};
-pub use fsck::{fsck, FsckReport};
-pub use mkfs::{mkfs, mkfs_pm, MKFS_PM_MIN};
+pub use fsck::{fsck, fsck_devices, FsckReport};
+pub use mkfs::{mkfs, mkfs_devices, mkfs_pm, MKFS_PM_MIN};
 pub use types::*;

@@ -215,7 +215,7 @@ impl LogState {
             let len = e.units() * UNIT;
             let fits = last_page.is_some_and(|p| pos + len <= BlockNo(p).at(LOG_DATA).get());
             if !fits {
-                let p = match space.alloc_one(true) {
+                let p = match space.alloc_log(self.pages.first().copied()) {
                     Ok(p) => p,
                     Err(err) => {
                         st.abandon(pm, space);
@@ -283,7 +283,7 @@ impl LogState {
         for e in entries {
             debug_assert_eq!(e.units(), 1, "concurrent entries are one unit");
             if pos + UNIT > BlockNo(last_page).at(LOG_DATA).get() {
-                let p = match space.alloc_one(true) {
+                let p = match space.alloc_log(self.pages.first().copied()) {
                     Ok(p) => p,
                     Err(err) => {
                         // Nothing was exposed: unlink (DRAM) and give back what we took.

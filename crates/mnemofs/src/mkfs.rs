@@ -2,13 +2,14 @@
 //! the root directory's inode and log, the free list).
 
 use crate::addr::{BlockNo, PmOff};
+use crate::devices::{DeviceInfo, DeviceSpec};
 use crate::error::{FsError, Result};
 use crate::format::{
-    encode_inode_static, Entry, Geometry, ZoneParams, INO_HEAD_OFF, INO_TAIL_OFF, INO_VALID_OFF,
-    SB_REPLICA_BLOCK, SB_STATE_OFF, STATE_CLEAN,
+    encode_inode_static, DeviceEntry, DeviceHeader, DeviceTable, Entry, Geometry, ZoneParams,
+    DEV_HDR_OFF, DEV_HDR_SIZE, INO_HEAD_OFF, INO_TAIL_OFF, INO_VALID_OFF, NODE_UNKNOWN,
+    SB_REPLICA_BLOCK, SB_STATE_OFF, STATE_CLEAN, TABLE_OFF,
 };
 use crate::log::init_page;
-use crate::recovery;
 use crate::types::*;
 use crate::vol::Vol;
 use pm::Pm;
@@ -24,8 +25,21 @@ fn zone_params(opts: &MkfsOptions) -> ZoneParams {
     }
 }
 
-/// Formats `path` (created when missing) as an empty mnemofs.
+/// Formats `path` (created when missing) as an empty mnemofs of one device.
 pub fn mkfs(path: &Path, opts: &MkfsOptions) -> Result<()> {
+    mkfs_devices(
+        &[DeviceSpec {
+            path: path.to_path_buf(),
+            node: None,
+        }],
+        opts,
+    )
+    .map(|_| ())
+}
+
+/// Formats the devices of `specs` (image files are created at `opts.size` each when
+/// missing) as one empty mnemofs volume; returns the devices as formatted.
+pub fn mkfs_devices(specs: &[DeviceSpec], opts: &MkfsOptions) -> Result<Vec<DeviceInfo>> {
     let cpus = if opts.cpus == 0 {
         std::thread::available_parallelism()
             .map(|n| n.get() as u32)
@@ -33,27 +47,39 @@ pub fn mkfs(path: &Path, opts: &MkfsOptions) -> Result<()> {
     } else {
         opts.cpus
     };
-    let geo = Geometry::compute_zoned(
-        opts.size,
+    let (volume, devices, uuid) = crate::devices::create(specs, opts.size, opts.force)?;
+    let mut geo = Geometry::compute_zoned(
+        volume.len(),
         cpus,
         opts.inodes,
         crate::format::MIN_SIZE,
         zone_params(opts),
     )?;
-    if !opts.force {
-        if let Ok(mut existing) = Pm::open(path, false) {
-            let mut scratch = Vec::new();
-            if recovery::read_superblock(Vol::of(&mut existing), &mut scratch).is_ok() {
-                return Err(FsError::AlreadyFormatted {
-                    path: path.to_path_buf(),
-                });
-            }
-        }
-    }
-    let pm = Vol::new(Pm::create(path, opts.size)?);
-    format(&pm, &geo);
+    let blocks: Vec<u64> = devices.iter().map(|d| d.blocks).collect();
+    geo.set_devices(&blocks).map_err(|e| {
+        FsError::Volume(format!(
+            "{}: {e}; give device 0 more room",
+            devices[0].path.display()
+        ))
+    })?;
+    let pm = Vol::from_volume(volume);
+    format(&pm, &geo, &table_of(uuid, &devices));
     pm.sync_to_file();
-    Ok(())
+    Ok(devices)
+}
+
+/// The device table of `devices`.
+fn table_of(uuid: [u8; 16], devices: &[DeviceInfo]) -> DeviceTable {
+    DeviceTable {
+        uuid,
+        devices: devices
+            .iter()
+            .map(|d| DeviceEntry {
+                blocks: d.blocks,
+                node: d.node.unwrap_or(NODE_UNKNOWN),
+            })
+            .collect(),
+    }
 }
 
 /// Formats an already mapped region (anonymous memory in tests and the crash
@@ -67,12 +93,31 @@ pub fn mkfs_pm(pm: &mut Pm, opts: &MkfsOptions) -> Result<()> {
         MKFS_PM_MIN,
         zone_params(opts),
     )?;
-    format(Vol::of(pm), &geo);
+    // A region formatted in memory is one device on its own: its UUID comes from
+    // its superblock, so that the same options give the same bytes (the crash
+    // explorer's and the fuzzer's images are deterministic).
+    let sb = geo.encode();
+    let mut uuid = [0u8; 16];
+    for (i, q) in uuid.chunks_mut(4).enumerate() {
+        let mut h = crc32fast::Hasher::new();
+        h.update(&[i as u8]);
+        h.update(&sb);
+        q.copy_from_slice(&h.finalize().to_le_bytes());
+    }
+    let table = DeviceTable {
+        uuid,
+        devices: vec![DeviceEntry {
+            blocks: geo.total_blocks,
+            node: NODE_UNKNOWN,
+        }],
+    };
+    Vol::with_borrowed(pm, |v| format(v, &geo, &table))?;
     Ok(())
 }
 
-/// Writes an empty file system onto `pm`.
-pub(crate) fn format(pm: &Vol, geo: &Geometry) {
+/// Writes an empty file system onto `pm`, a volume of the devices `table` lists
+/// (whose headers, but device 0's, are written already).
+pub(crate) fn format(pm: &Vol, geo: &Geometry, table: &DeviceTable) {
     // Metadata area: superblocks, journals, free list, inode table, fine-log redo
     // areas, LAWN descriptor table (all clear). Zone slots hold nothing until a
     // descriptor names them, so they are left as they are.
@@ -118,6 +163,24 @@ pub(crate) fn format(pm: &Vol, geo: &Geometry) {
     pm.store_u64(ioff + INO_VALID_OFF, 1);
     pm.flush(ioff, 128);
     crate::freelist::save_freelist(pm, geo, &[(geo.data_start + 1, geo.data_blocks() - 1)]);
+    // The device table in both superblock blocks, and device 0's header in block 0
+    // (docs/FORMAT.md §2.10).
+    let t = table.encode();
+    for b in [0, SB_REPLICA_BLOCK] {
+        let at = BlockNo(b).at(TABLE_OFF);
+        pm.write(at, &t);
+        pm.flush(at, t.len() as u64);
+    }
+    let header = DeviceHeader {
+        uuid: table.uuid,
+        index: 0,
+        count: table.devices.len() as u32,
+        node: table.devices.first().map_or(NODE_UNKNOWN, |d| d.node),
+        blocks: geo.dev_blocks[0],
+    };
+    let h = BlockNo(0).at(DEV_HDR_OFF);
+    pm.write(h, &header.encode());
+    pm.flush(h, DEV_HDR_SIZE as u64);
     // Fence: root inode, its log and the free list are durable before the superblock
     // that makes the image a mnemofs.
     pm.fence();

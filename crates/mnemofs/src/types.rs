@@ -335,6 +335,39 @@ impl ReadCacheMode {
     }
 }
 
+/// Where a volume of several devices places new blocks (MBS-LVM, DESIGN.md §6;
+/// one device: the same for every mode).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub enum PlacementMode {
+    /// On a device of the writing thread's NUMA node until it is full, then on the
+    /// nearest device with room (MBS-LVM's monitor and space manager).
+    #[default]
+    Local,
+    /// Round robin over the devices, one allocation each.
+    Interleave,
+    /// The first device until it is full, then the next (the paper's baseline:
+    /// one volume with no NUMA awareness).
+    Single,
+}
+
+impl PlacementMode {
+    /// Every mode with its name (as `mount --placement` takes it).
+    pub const ALL: &'static [(&'static str, PlacementMode)] = &[
+        ("local", PlacementMode::Local),
+        ("interleave", PlacementMode::Interleave),
+        ("single", PlacementMode::Single),
+    ];
+
+    /// The mode's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            PlacementMode::Local => "local",
+            PlacementMode::Interleave => "interleave",
+            PlacementMode::Single => "single",
+        }
+    }
+}
+
 /// Default DRAM budget of the read cache (`--read-cache-size`): 256 MiB.
 pub const DEFAULT_READ_CACHE_BYTES: u64 = 256 << 20;
 /// Default reads of a page within one window that make it hot.
@@ -389,6 +422,8 @@ pub struct Preset {
     pub small_write: SmallWriteMode,
     /// Its read cache.
     pub read_cache: ReadCacheMode,
+    /// Its placement over the devices of a volume.
+    pub placement: PlacementMode,
 }
 
 /// Presets that exist in this build.
@@ -398,43 +433,51 @@ pub const PRESETS: &[Preset] = &[
         lock: LockMode::Inode,
         small_write: SmallWriteMode::Cow,
         read_cache: ReadCacheMode::Off,
+        placement: PlacementMode::Single,
     },
     Preset {
         name: "pnova-interval",
         lock: LockMode::Interval,
         small_write: SmallWriteMode::Cow,
         read_cache: ReadCacheMode::Off,
+        placement: PlacementMode::Single,
     },
     Preset {
         name: "pnova",
         lock: LockMode::Segment,
         small_write: SmallWriteMode::Cow,
         read_cache: ReadCacheMode::Off,
+        placement: PlacementMode::Single,
     },
     Preset {
         name: "finelog",
         lock: LockMode::Segment,
         small_write: SmallWriteMode::Finelog,
         read_cache: ReadCacheMode::Off,
+        placement: PlacementMode::Single,
     },
     Preset {
         name: "lawn",
         lock: LockMode::Segment,
         small_write: SmallWriteMode::Lawn,
         read_cache: ReadCacheMode::Off,
+        placement: PlacementMode::Single,
     },
     Preset {
         name: "rcache",
         lock: LockMode::Segment,
         small_write: SmallWriteMode::Cow,
         read_cache: ReadCacheMode::Rcache,
+        placement: PlacementMode::Single,
     },
-    // Placement `local` once volumes span devices (one device today).
+    // The techniques' presets place as the paper's baseline does (`single`); only
+    // `full` adds MBS-LVM's local placement (one device: no difference).
     Preset {
         name: "full",
         lock: LockMode::Segment,
         small_write: SmallWriteMode::Lawn,
         read_cache: ReadCacheMode::Rcache,
+        placement: PlacementMode::Local,
     },
 ];
 
@@ -487,6 +530,11 @@ pub struct MountOptions {
     pub read_cache_threshold: u32,
     /// The hotness window in ms (0 = default).
     pub read_cache_window_ms: u64,
+    /// Where new blocks go on a volume of several devices.
+    pub placement: PlacementMode,
+    /// NUMA nodes, their CPUs and distances (`None`: this machine's, from
+    /// `/sys/devices/system/node`; given, a one-node machine emulates several).
+    pub topology: Option<pm::Topology>,
 }
 
 impl MountOptions {
@@ -508,8 +556,29 @@ impl MountOptions {
             read_cache_bytes: DEFAULT_READ_CACHE_BYTES,
             read_cache_threshold: DEFAULT_READ_CACHE_THRESHOLD,
             read_cache_window_ms: DEFAULT_READ_CACHE_WINDOW_MS,
+            placement: p.placement,
+            topology: None,
         }
     }
+}
+
+/// One device of a mounted volume, and its space.
+#[derive(Clone, Debug, Serialize)]
+pub struct DeviceStats {
+    /// Index in the volume.
+    pub index: u32,
+    /// Where it was opened.
+    pub path: String,
+    /// NUMA node (`None`: unknown, counted as node 0 by placement).
+    pub node: Option<u32>,
+    /// First global block.
+    pub start: u64,
+    /// Blocks in the global space.
+    pub blocks: u64,
+    /// Of those, blocks of the data area.
+    pub data_blocks: u64,
+    /// Free data blocks.
+    pub free_blocks: u64,
 }
 
 /// Geometry, space and counters of a mounted file system.
@@ -527,6 +596,10 @@ pub struct FsStats {
     pub free_blocks: u64,
     /// Free blocks per CPU allocator.
     pub free_blocks_per_cpu: Vec<u64>,
+    /// The volume's devices, in index order, with their space.
+    pub devices: Vec<DeviceStats>,
+    /// Where new blocks go (`PlacementMode::name`).
+    pub placement: String,
     /// CPUs of the geometry.
     pub cpus: u32,
     /// Inode slots.

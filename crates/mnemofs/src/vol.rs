@@ -16,8 +16,8 @@
 //! under its page's exclusive range lock (read only at mount). No safe code outside this
 //! crate can reach them.
 //!
-//! `Vol::of` views a region the caller lends (`mkfs_pm`, `fsck_private`) by an
-//! exclusive borrow, so no other thread can use it while they write it.
+//! `Vol::with_borrowed` lends a region the caller keeps (`mkfs_pm`, `fsck_private`)
+//! as a volume for one call, so no other thread can use it while they write it.
 
 use crate::addr::PmOff;
 use pm::{CounterSnapshot, FlushKind, MapMode, Marker, Pm, PmProfile, Store16, Volume};
@@ -28,15 +28,34 @@ pub(crate) struct Vol(Volume);
 
 impl Vol {
     /// Takes over a mapped region as a one-device volume.
+    #[cfg(test)]
     pub fn new(pm: Pm) -> Vol {
         Vol(Volume::single(pm))
     }
 
-    /// Views a region the caller lends exclusively as a volume (formatting and
-    /// checking a region the caller keeps): while the returned borrow lives, no other
-    /// thread can reach the region.
-    pub fn of(pm: &mut Pm) -> &Vol {
-        let v = Volume::of(pm);
+    /// Takes over a volume of one or more devices.
+    pub fn from_volume(v: Volume) -> Vol {
+        Vol(v)
+    }
+
+    /// The `pm` volume (devices, their parts of the offset space).
+    pub fn volume(&self) -> &Volume {
+        &self.0
+    }
+
+    /// Gives the `pm` volume back.
+    pub fn into_volume(self) -> Volume {
+        self.0
+    }
+
+    /// Lends a region the caller keeps to `f` as a one-device volume (formatting and
+    /// checking a region the caller keeps): the region is moved into the volume for
+    /// the call and back afterwards, so no other thread can reach it meanwhile.
+    pub fn with_borrowed<R>(pm: &mut Pm, f: impl FnOnce(&Vol) -> R) -> Result<R, pm::PmError> {
+        Volume::with_borrowed(pm, |v| f(Vol::from_ref(v)))
+    }
+
+    fn from_ref(v: &Volume) -> &Vol {
         // SAFETY: `Vol` is `repr(transparent)` over `Volume`, so the two references
         // have the same layout and validity; the lifetime is carried over.
         unsafe { &*(v as *const Volume as *const Vol) }

@@ -253,7 +253,7 @@ impl Counters {
     /// Counts `n` bytes of slot `i` in the (calling thread's node, device node) cell.
     #[inline]
     fn bump_node_bytes(&self, i: usize, s: &Slot, n: u64) {
-        let t = numa::thread_node() as usize;
+        let t = numa::cached_thread_node() as usize;
         bump(i, &s.node_bytes[t * MAX_NODES + self.node as usize], n);
     }
 

@@ -86,9 +86,9 @@ pub use profile::{
     PmProfile, RemoteCost, RemoteTable, SpinClock, MAX_MODELED_DISTANCE, REMOTE_STEPS,
 };
 pub use region::{MapMode, MapPages, MapReport, Pm, PmError, Store16};
-pub use topology::{current_cpu, device_node, pin_to_cpus, Topology, TopologyError, MAX_NODES};
+pub use topology::{current_cpu, device_node, pin_to_cpus, Topology, TopologyError};
 pub use trace::{Event, Marker, RecordingTracer, StoreKind, Tracer};
-pub use volume::Volume;
+pub use volume::{Volume, MAX_DEVICES};
 
 /// Size of a CPU cache line; the unit of flushing and of the crash model.
 pub const CACHE_LINE: u64 = 64;

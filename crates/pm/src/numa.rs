@@ -17,13 +17,22 @@
 //! single node number the program chose, an error for a map or matrix, which come
 //! from the machine), never clamped: clamping would silently merge two nodes.
 //!
-//! **Cost.** [`thread_node`] runs on every counted PM store and on every access of a
-//! profiled region, so the thread's node is cached in a thread-local: it is
-//! recomputed (one `sched_getcpu`, a vDSO call, and a read lock of the map) only
-//! every [`NODE_REFRESH_EVERY`] calls, and at once after [`set_cpu_nodes`],
-//! [`set_node_distances`] or [`set_thread_node`]. A thread that migrates to another
-//! node is therefore seen there after at most that many PM accesses. With an override
-//! or without a CPU map there is nothing to recompute.
+//! **Cost.** The node is needed on every counted PM store and on every access of a
+//! profiled region, so the thread's node is cached in a thread-local:
+//! - [`thread_node`] (called by every fence, profiled or not, and by every read of a
+//!   profiled region) returns the cached node and recomputes it (one `sched_getcpu`,
+//!   a vDSO call or an `rseq` field read, and a read lock of the map) every
+//!   [`NODE_REFRESH_EVERY`] calls, and at its first call after [`set_cpu_nodes`] (a
+//!   generation number, one relaxed atomic load). Distances are not cached: each
+//!   remote charge loads its matrix entry (one relaxed atomic load).
+//! - The counters read the cached node only (one thread-local load): the bytes a
+//!   thread stores count at its node as of its last fence or profiled read.
+//! - [`set_thread_node`] updates the cache at once.
+//!
+//! So a thread that migrates to another node, or a map installed while threads run,
+//! is seen at most [`NODE_REFRESH_EVERY`] fences or profiled reads late (at the next
+//! one for a new map). With an override, or without a map, nothing is recomputed:
+//! the attribution is exact.
 
 use crossbeam_utils::CachePadded;
 use std::cell::Cell;
@@ -80,8 +89,8 @@ pub enum NumaError {
     },
 }
 
-/// Bumped whenever the map, the matrix or an override changes: a thread whose cached
-/// node carries an older generation recomputes it.
+/// Bumped whenever the CPU map changes: a thread whose cached node carries an older
+/// generation recomputes it at its next [`thread_node`].
 static GENERATION: CachePadded<AtomicU32> = CachePadded::new(AtomicU32::new(1));
 
 /// Whether a CPU→node map is installed (saves the lock and the syscall without one).
@@ -143,6 +152,20 @@ pub fn thread_node() -> u32 {
     })
 }
 
+/// The calling thread's node as last computed by [`thread_node`] or
+/// [`set_thread_node`] (computed now if never): for the counters' hot path, which
+/// must not pay for the generation check and the countdown.
+#[inline]
+pub(crate) fn cached_thread_node() -> u32 {
+    CACHE.with(|c| {
+        if c.generation.get() != 0 {
+            c.node.get()
+        } else {
+            refresh(c)
+        }
+    })
+}
+
 #[cold]
 #[inline(never)]
 fn refresh(c: &NodeCache) -> u32 {
@@ -186,8 +209,7 @@ pub fn set_thread_node(node: Option<u32>) {
     }
     CACHE.with(|c| {
         c.forced.set(node.unwrap_or(NONE));
-        // Recompute at the next call.
-        c.left.set(0);
+        refresh(c);
     });
 }
 
@@ -198,7 +220,8 @@ pub fn thread_node_override() -> Option<u32> {
 
 /// Installs the process-wide CPU→node map (index = CPU id, as `sched_getcpu`
 /// returns it); an empty map removes it (every thread without an override is then on
-/// node 0). Threads see it at their next PM access.
+/// node 0). A thread sees it at its next [`thread_node`] (its next fence or profiled
+/// read).
 pub fn set_cpu_nodes(map: Vec<u32>) -> Result<(), NumaError> {
     if let Some(&node) = map.iter().find(|&&n| n as usize >= MAX_NODES) {
         return Err(NumaError::NodeOutOfRange {
@@ -253,7 +276,6 @@ pub fn set_node_distances(matrix: Vec<Vec<u32>>) -> Result<(), NumaError> {
             DISTANCES[from * MAX_NODES + to].store(d, Ordering::Relaxed);
         }
     }
-    GENERATION.fetch_add(1, Ordering::AcqRel);
     Ok(())
 }
 
@@ -339,13 +361,34 @@ mod tests {
             set_thread_node(Some(2));
             let forced = thread_node();
             set_thread_node(None);
-            (from_map, forced, thread_node())
+            let back = thread_node();
+            // A new map: the counters' cached node follows at the next
+            // `thread_node` (which every fence calls), not before.
+            set_cpu_nodes(vec![4; 4096]).unwrap();
+            let stale = cached_thread_node();
+            let mut pm = crate::Pm::anonymous(1 << 16).unwrap();
+            pm.set_node(6);
+            pm.store_u64(0, 1);
+            // Fence: orders the store above before the next one; here it matters
+            // as the point where the thread's node is recomputed.
+            pm.fence();
+            pm.store_u64(64, 2);
+            let c = pm.counters();
+            (
+                from_map,
+                forced,
+                back,
+                stale,
+                cached_thread_node(),
+                c.node_bytes_written(1, 6),
+                c.node_bytes_written(4, 6),
+            )
         })
         .join()
         .unwrap();
         // Removing the map returns every thread to node 0 at its next access.
         set_cpu_nodes(Vec::new()).unwrap();
-        assert_eq!(seen, (1, 2, 1));
+        assert_eq!(seen, (1, 2, 1, 1, 4, 8, 8));
         assert_eq!(thread_node(), 0);
     }
 

@@ -50,8 +50,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-/// Most NUMA nodes a topology (and so a volume) may have.
-pub const MAX_NODES: usize = 8;
+pub use crate::numa::MAX_NODES;
 
 /// CPU ids must be below this (the kernel's largest `NR_CPUS` is 8192).
 const CPU_ID_LIMIT: u32 = 1 << 16;

@@ -2,6 +2,7 @@
 //! (docs/FORMAT.md §1), and the positions derived from it. The superblock codec that
 //! stores a [`Geometry`] is in `superblock.rs`.
 
+use super::device::MAX_DEVICES;
 use super::inode::INODE_SIZE;
 use super::zone::{
     chunk_desc_blocks, chunk_slots, default_chunk_blocks, valid_slot_size, ZoneParams,
@@ -59,6 +60,12 @@ pub struct Geometry {
     pub data_start: u64,
     /// mkfs time, seconds since the epoch.
     pub created: u64,
+    /// Devices of the volume (1..=[`MAX_DEVICES`]; superblock version 5, else 1).
+    pub devices: u32,
+    /// Blocks of each device in the global block space, in device order (device
+    /// `i` holds blocks `dev_start(i) .. dev_start(i) + dev_blocks[i]`); entries
+    /// past `devices` are 0. From the device table (docs/FORMAT.md §2.10).
+    pub dev_blocks: [u64; MAX_DEVICES],
 }
 
 impl Geometry {
@@ -178,6 +185,8 @@ impl Geometry {
             zone_chunks,
             data_start,
             created: Timespec::now().sec as u64,
+            devices: 1,
+            dev_blocks: one_device(total_blocks),
         })
     }
 
@@ -289,6 +298,71 @@ impl Geometry {
     pub fn data_blocks(&self) -> u64 {
         self.total_blocks.saturating_sub(self.data_start)
     }
+
+    /// Sets the devices' parts of the global block space (mkfs, and recovery from
+    /// the device table): their sum must be `total_blocks`, and device 0 must hold
+    /// every metadata area and at least one data block.
+    pub fn set_devices(&mut self, blocks: &[u64]) -> std::result::Result<(), String> {
+        if blocks.is_empty() || blocks.len() > MAX_DEVICES {
+            return Err(format!(
+                "{} devices (a volume has 1..={MAX_DEVICES})",
+                blocks.len()
+            ));
+        }
+        let sum = blocks.iter().try_fold(0u64, |a, &b| a.checked_add(b));
+        if sum != Some(self.total_blocks) {
+            return Err(format!(
+                "the devices' blocks add up to {}, not the superblock's {}",
+                sum.map_or_else(|| "more than 2^64".to_string(), |s| s.to_string()),
+                self.total_blocks
+            ));
+        }
+        if blocks[0] <= self.data_start || blocks.contains(&0) {
+            return Err(format!(
+                "device 0 ({} blocks) does not hold the metadata area ({} blocks) and a data block",
+                blocks[0], self.data_start
+            ));
+        }
+        self.devices = blocks.len() as u32;
+        self.dev_blocks = [0; MAX_DEVICES];
+        self.dev_blocks[..blocks.len()].copy_from_slice(blocks);
+        Ok(())
+    }
+
+    /// First global block of device `i` (the total for `i` past the last).
+    pub fn dev_start(&self, i: usize) -> u64 {
+        self.dev_blocks[..i.min(MAX_DEVICES)]
+            .iter()
+            .fold(0u64, |a, &b| a.saturating_add(b))
+    }
+
+    /// The device holding global block `b` (the last one for a block past the end).
+    pub fn device_of(&self, b: u64) -> usize {
+        let mut start = 0u64;
+        let n = (self.devices as usize).clamp(1, MAX_DEVICES);
+        for (i, &len) in self.dev_blocks[..n].iter().enumerate() {
+            start = start.saturating_add(len);
+            if b < start {
+                return i;
+            }
+        }
+        n.saturating_sub(1)
+    }
+
+    /// The data blocks `[start, end)` of device `i` (device 0's start after the
+    /// metadata area).
+    pub fn device_data(&self, i: usize) -> (u64, u64) {
+        let start = self.dev_start(i);
+        let end = start.saturating_add(self.dev_blocks.get(i).copied().unwrap_or(0));
+        (start.max(self.data_start).min(end), end)
+    }
+}
+
+/// The device table of a one-device volume of `total_blocks`.
+pub fn one_device(total_blocks: u64) -> [u64; MAX_DEVICES] {
+    let mut d = [0; MAX_DEVICES];
+    d[0] = total_blocks;
+    d
 }
 
 #[cfg(test)]

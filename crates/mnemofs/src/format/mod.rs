@@ -10,6 +10,7 @@
 //! - `journal`: the journal block's header word and records (§2.6).
 //! - `freelist`: the saved free list (§2.7).
 //! - `zone`: sizes of the LAWN zone and of the fine-log redo areas (§2.8, §2.9).
+//! - `device`: the devices of a volume: their headers and the device table (§2.10).
 //! - `bytes`: little-endian field access and the CRC.
 //!
 //! Every item is re-exported here, so `crate::format::X` names each of them.
@@ -19,6 +20,7 @@
 #![deny(clippy::arithmetic_side_effects)]
 
 mod bytes;
+mod device;
 mod entry;
 mod freelist;
 mod inode;
@@ -28,6 +30,7 @@ mod superblock;
 mod zone;
 
 pub use bytes::*;
+pub use device::*;
 pub use entry::*;
 pub use freelist::*;
 pub use inode::*;

@@ -11,7 +11,7 @@
 //!   28     4  features (0)         104     4  slot_size
 //!   32     8  inode_count          108     4  zone_chunk_blocks (v4)
 //!                                  112     4  zone_chunks (v4)
-//!                                  116     4  reserved (zero, checksummed)
+//!                                  116     4  devices (v5; zero before)
 //!   40     8  journal_start        120     4  csum: CRC-32 of [0, 120)
 //!   48     8  freelist_start       124     4  reserved (not checksummed)
 //!   56     8  freelist_blocks
@@ -21,8 +21,9 @@
 //! checksummed nor replicated.
 
 use super::bytes::{crc, get_u32, get_u64, put_u32, put_u64};
+use super::device::MAX_DEVICES;
 use super::inode::INODE_SIZE;
-use super::layout::{Geometry, BLOCK, FREELIST_BLOCKS};
+use super::layout::{one_device, Geometry, BLOCK, FREELIST_BLOCKS};
 use super::zone::{
     chunk_slots, valid_slot_size, CHUNK_ENTRY_SIZE, DESC_SIZE, MAX_CHUNK_BLOCKS, MIN_CHUNK_BLOCKS,
     REDO_BLOCKS,
@@ -30,10 +31,12 @@ use super::zone::{
 
 /// Format version written by this build (2: LAWN zone, descriptor table and fine-log
 /// redo areas after the inode table; 3: LAWN descriptor check by a multiply-xorshift
-/// mix instead of a CRC-32; 4: the LAWN chunk table, by which sub-zones grow).
-/// Version 3 images are still read: they have no chunk table (`zone_chunks` 0) and
-/// their zone does not grow.
-pub const VERSION: u32 = 4;
+/// mix instead of a CRC-32; 4: the LAWN chunk table, by which sub-zones grow; 5: the
+/// volume's devices — their count here, the device table beside the superblock and a
+/// header on each device, docs/FORMAT.md §2.10).
+/// Version 3 and 4 images are still read as one device; version 3 images have no
+/// chunk table (`zone_chunks` 0) and their zone does not grow.
+pub const VERSION: u32 = 5;
 /// The oldest format version this build reads.
 pub const VERSION_NO_GROWTH: u32 = 3;
 /// Superblock magic.
@@ -82,6 +85,9 @@ pub const SB_SLOT_SIZE_OFF: usize = 104;
 pub const SB_ZONE_CHUNK_BLOCKS_OFF: usize = 108;
 /// Offset of `zone_chunks` (u32; version 4).
 pub const SB_ZONE_CHUNKS_OFF: usize = 112;
+/// Offset of `devices` (u32; version 5: the devices of the volume, docs/FORMAT.md
+/// §2.10; reserved zero before).
+pub const SB_DEVICES_OFF: usize = 116;
 /// Bytes of the superblock covered by its checksum (the checksum follows at 120).
 pub const SB_CSUM_LEN: usize = 120;
 /// Offset of the checksum (u32, CRC-32 of `[0, SB_CSUM_LEN)`).
@@ -100,11 +106,7 @@ impl Geometry {
         let mut b = [0u8; SB_SIZE];
         b[SB_MAGIC_OFF..SB_MAGIC_OFF + 8].copy_from_slice(&MAGIC);
         // An image without growth keeps the version-3 layout and says so.
-        let version = if self.zone_chunks == 0 {
-            VERSION_NO_GROWTH
-        } else {
-            VERSION
-        };
+        let version = VERSION;
         put_u32(&mut b, SB_VERSION_OFF, version);
         put_u32(&mut b, SB_BLOCK_SIZE_OFF, BLOCK as u32);
         put_u64(&mut b, SB_TOTAL_BLOCKS_OFF, self.total_blocks);
@@ -122,6 +124,7 @@ impl Geometry {
         put_u32(&mut b, SB_SLOT_SIZE_OFF, self.slot_size);
         put_u32(&mut b, SB_ZONE_CHUNK_BLOCKS_OFF, self.zone_chunk_blocks);
         put_u32(&mut b, SB_ZONE_CHUNKS_OFF, self.zone_chunks);
+        put_u32(&mut b, SB_DEVICES_OFF, self.devices);
         let c = crc(&b[..SB_CSUM_LEN]);
         put_u32(&mut b, SB_CSUM_OFF, c);
         b
@@ -140,9 +143,21 @@ impl Geometry {
             return Err("superblock checksum mismatch".into());
         }
         let version = get_u32(b, SB_VERSION_OFF);
-        if version != VERSION && version != VERSION_NO_GROWTH {
+        if !(VERSION_NO_GROWTH..=VERSION).contains(&version) {
             return Err(format!("unsupported format version {version}"));
         }
+        // Version 5 names its devices; older images are one device (and their
+        // field is reserved zero).
+        let devices = match (version, get_u32(b, SB_DEVICES_OFF)) {
+            (VERSION, n) if (1..=MAX_DEVICES as u32).contains(&n) => n,
+            (VERSION, n) => {
+                return Err(format!(
+                    "superblock geometry: {n} devices, not 1..={MAX_DEVICES}"
+                ))
+            }
+            (_, 0) => 1,
+            (v, _) => return Err(format!("a version-{v} superblock names devices")),
+        };
         if get_u32(b, SB_BLOCK_SIZE_OFF) as u64 != BLOCK {
             return Err("unsupported block size".into());
         }
@@ -297,6 +312,8 @@ impl Geometry {
             zone_chunks,
             data_start,
             created: get_u64(b, SB_CREATED_OFF),
+            devices,
+            dev_blocks: one_device(if devices == 1 { total_blocks } else { 0 }),
         };
         Ok(g)
     }
@@ -341,7 +358,7 @@ mod tests {
         let b = g.encode();
         // The table of docs/FORMAT.md §2.1, with literal offsets.
         assert_eq!(&b[0..8], b"MNEMOFS\0");
-        assert_eq!(get_u32(&b, 8), 4);
+        assert_eq!(get_u32(&b, 8), 5);
         assert_eq!(get_u32(&b, 12), 4096);
         assert_eq!(get_u64(&b, 16), g.total_blocks);
         assert_eq!(get_u32(&b, 24), 4);
@@ -358,12 +375,29 @@ mod tests {
         assert_eq!(get_u32(&b, 104), 64);
         assert_eq!(get_u32(&b, 108), g.zone_chunk_blocks);
         assert_eq!(get_u32(&b, 112), g.zone_chunks);
-        assert!(b[116..120].iter().all(|&x| x == 0));
+        assert_eq!(get_u32(&b, 116), 1);
         assert_eq!(get_u32(&b, 120), crc(&b[..120]));
         assert!(b[124..128].iter().all(|&x| x == 0));
-        // Reserved bytes are checksummed; the last four are not.
+        // The device count is checksummed and bounded; the last four bytes are not
+        // checksummed.
         let mut r = b;
         r[117] = 1;
+        assert!(Geometry::decode(&r, 1 << 30).is_err());
+        let mut r = b;
+        put_u32(&mut r, 116, 9);
+        let c = crc(&r[..120]);
+        put_u32(&mut r, 120, c);
+        assert!(Geometry::decode(&r, 1 << 30).is_err());
+        // A version-4 superblock is one device; one that names devices is refused.
+        let mut r = b;
+        put_u32(&mut r, 8, 4);
+        put_u32(&mut r, 116, 0);
+        let c = crc(&r[..120]);
+        put_u32(&mut r, 120, c);
+        assert_eq!(Geometry::decode(&r, 1 << 30).unwrap().devices, 1);
+        put_u32(&mut r, 116, 2);
+        let c = crc(&r[..120]);
+        put_u32(&mut r, 120, c);
         assert!(Geometry::decode(&r, 1 << 30).is_err());
         let mut r = b;
         r[126] = 1;

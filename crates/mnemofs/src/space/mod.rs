@@ -15,9 +15,11 @@
 
 use crate::error::{FsError, Result};
 use crate::format::Geometry;
-use placement::Placement;
+pub(crate) use placement::Placement;
 
 mod placement;
+#[cfg(test)]
+use crate::types::PlacementMode;
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,8 +34,12 @@ const SINGLES_MAX: usize = 32;
 pub(crate) struct Space {
     geo: Geometry,
     placement: Placement,
+    /// One allocator per range ([`Placement`]: per device, per CPU).
     cpus: Vec<Mutex<Extents>>,
     free: AtomicU64,
+    /// Free blocks of each device. A device at 0 is "fat" (MBS-LVM): allocations
+    /// pass over it until a block on it is freed.
+    dev_free: Vec<AtomicU64>,
     reserve: u64,
 }
 
@@ -111,18 +117,50 @@ impl Extents {
 }
 
 impl Space {
-    /// An allocator with nothing free.
+    /// An allocator with nothing free, of one volume whose devices all sit on
+    /// node 0 (tests).
+    #[cfg(test)]
     pub fn empty(geo: Geometry) -> Space {
-        let placement = Placement::per_cpu(&geo);
+        Space::new(
+            geo,
+            Placement::new(&geo, PlacementMode::Local, &[], &[0], |_, _| Some(10)),
+        )
+    }
+
+    /// An allocator with nothing free that places blocks as `placement` says.
+    pub fn new(geo: Geometry, placement: Placement) -> Space {
         Space {
             geo,
-            placement,
             cpus: (0..placement.ranges())
                 .map(|_| Mutex::new(Extents::default()))
                 .collect(),
             free: AtomicU64::new(0),
+            dev_free: (0..placement.devices())
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            placement,
             reserve: (geo.data_blocks() / 100).clamp(8, META_RESERVE_MAX),
         }
+    }
+
+    /// Free blocks of each device.
+    pub fn per_device_free(&self) -> Vec<u64> {
+        self.dev_free
+            .iter()
+            .map(|f| f.load(Ordering::Relaxed))
+            .collect()
+    }
+
+    /// The devices with no free block (MBS-LVM's FatNode list).
+    pub fn fat_devices(&self) -> Vec<usize> {
+        (0..self.dev_free.len())
+            .filter(|&d| self.dev_free[d].load(Ordering::Relaxed) == 0)
+            .collect()
+    }
+
+    /// The placement in force.
+    pub fn placement(&self) -> &Placement {
+        &self.placement
     }
 
     pub fn free_blocks(&self) -> u64 {
@@ -134,8 +172,14 @@ impl Space {
         self.free_blocks().saturating_sub(self.reserve)
     }
 
+    /// Free blocks of each CPU's ranges (summed over the devices).
     pub fn per_cpu_free(&self) -> Vec<u64> {
-        self.cpus.iter().map(|m| m.lock().blocks()).collect()
+        let per = self.placement.per_dev();
+        let mut v = vec![0u64; per];
+        for (r, m) in self.cpus.iter().enumerate() {
+            v[r % per] += m.lock().blocks();
+        }
+        v
     }
 
     /// All free extents, in block order, adjacent ones merged.
@@ -163,8 +207,35 @@ impl Space {
         if c < 0 {
             0
         } else {
-            c as usize % self.cpus.len()
+            c as usize % self.placement.per_dev()
         }
+    }
+
+    /// The ranges an allocation of the calling thread tries, in order: the devices
+    /// in the placement's order for the thread's node — with room first, then fat
+    /// ones (they may have gained a block meanwhile) — and within each, the calling
+    /// CPU's range first.
+    fn try_order(&self, node: u32, out: &mut smallvec::SmallVec<[usize; 64]>) {
+        out.clear();
+        let per = self.placement.per_dev();
+        let cpu = self.current_cpu();
+        let mut devs = smallvec::SmallVec::<[usize; 8]>::new();
+        self.placement.device_order(node, &mut devs);
+        let (room, fat): (
+            smallvec::SmallVec<[usize; 8]>,
+            smallvec::SmallVec<[usize; 8]>,
+        ) = devs
+            .into_iter()
+            .partition(|&d| self.dev_free[d].load(Ordering::Relaxed) > 0);
+        for d in room.into_iter().chain(fat) {
+            out.extend((0..per).map(|k| d * per + (cpu + k) % per));
+        }
+    }
+
+    /// Counts `n` blocks taken from range `r` off its device.
+    fn taken(&self, r: usize, n: u64) {
+        let d = r / self.placement.per_dev();
+        self.dev_free[d].fetch_sub(n, Ordering::AcqRel);
     }
 
     /// Claims `n` blocks of the free count, keeping `floor` of it; false when there
@@ -188,6 +259,11 @@ impl Space {
     /// Allocates `n` blocks as one or more runs. `meta` allocations may dip into the
     /// reserve; data allocations fail with ENOSPC before touching it.
     pub fn alloc(&self, n: u64, meta: bool) -> Result<Runs> {
+        self.alloc_for(n, meta, pm::thread_node())
+    }
+
+    /// Allocates `n` blocks as [`Space::alloc`] does, placed for a thread of `node`.
+    fn alloc_for(&self, n: u64, meta: bool, node: u32) -> Result<Runs> {
         if n == 0 {
             return Ok(Runs::new());
         }
@@ -198,26 +274,30 @@ impl Space {
         }
         let mut runs = Runs::new();
         let mut need = n;
-        let first = self.current_cpu();
-        for k in 0..self.cpus.len() {
-            let cpu = (first + k) % self.cpus.len();
-            let mut m = self.cpus[cpu].lock();
+        let mut order = smallvec::SmallVec::<[usize; 64]>::new();
+        self.try_order(node, &mut order);
+        for &r in &order {
+            let mut m = self.cpus[r].lock();
+            let before = need;
             if need == 1 {
                 if let Some(b) = m.singles.pop() {
                     runs.push((b, 1));
                     need = 0;
-                    break;
                 }
             }
             while need > 0 {
-                let Some(r) = m.take(need) else { break };
-                runs.push(r);
-                need -= r.1;
+                let Some(t) = m.take(need) else { break };
+                runs.push(t);
+                need -= t.1;
             }
             while need > 0 {
                 let Some(b) = m.singles.pop() else { break };
                 runs.push((b, 1));
                 need -= 1;
+            }
+            drop(m);
+            if need < before {
+                self.taken(r, before - need);
             }
             if need == 0 {
                 break;
@@ -243,16 +323,18 @@ impl Space {
         if n == 0 || !self.claim(n, self.reserve) {
             return None;
         }
-        let first = self.current_cpu();
-        for k in 0..self.cpus.len() {
-            let cpu = (first + k) % self.cpus.len();
-            let mut m = self.cpus[cpu].lock();
+        let mut order = smallvec::SmallVec::<[usize; 64]>::new();
+        self.try_order(pm::thread_node(), &mut order);
+        for &r in &order {
+            let mut m = self.cpus[r].lock();
             let pick = m.by_len.range((n, 0)..).next().copied();
             if let Some((l, s)) = pick {
                 m.remove(s, l);
                 if l > n {
                     m.add(s, l - n);
                 }
+                drop(m);
+                self.taken(r, n);
                 return Some(s + l - n);
             }
         }
@@ -266,14 +348,29 @@ impl Space {
         runs.first().map(|r| r.0).ok_or(FsError::NoSpace)
     }
 
+    /// Allocates a log page of a log whose first page is `first` (none: a new log,
+    /// placed for the calling thread): next to `first`, so that a file's log stays
+    /// on its creator's node whoever appends to it.
+    pub fn alloc_log(&self, first: Option<u64>) -> Result<u64> {
+        let node = match first {
+            Some(b) => self.placement.device_node(self.placement.device_of(b)),
+            None => pm::thread_node(),
+        };
+        let runs = self.alloc_for(1, true, node)?;
+        runs.first().map(|r| r.0).ok_or(FsError::NoSpace)
+    }
+
     /// Returns a run to the allocator(s) owning its blocks.
     pub fn free_run(&self, mut start: u64, mut len: u64) {
         debug_assert!(len == 0 || self.geo.is_data_block(start + len - 1));
         while len > 0 {
-            let cpu = self.placement.range_of(start);
-            let (_, end) = self.placement.range(cpu);
+            let r = self.placement.range_of(start);
+            let (_, end) = self.placement.range(r);
             let take = len.min(end - start);
-            self.cpus[cpu as usize].lock().put(start, take);
+            self.cpus[r].lock().put(start, take);
+            // The device has room again: allocations try it in its place (it leaves
+            // the fat list).
+            self.dev_free[r / self.placement.per_dev()].fetch_add(take, Ordering::AcqRel);
             self.free.fetch_add(take, Ordering::AcqRel);
             start += take;
             len -= take;

@@ -268,11 +268,14 @@ impl Pm {
     #[inline]
     pub fn fence(&self) {
         sfence();
+        // Every fence (profiled or not) is where the thread's cached node is kept
+        // current; the counters' hot path only reads it.
+        let node = numa::thread_node();
         if let Some((p, clock)) = &self.profile {
             // The fence waits for this thread's write-backs to reach PM, on every
             // device: local ones exactly as `persist_cost_ns`, remote ones at their
             // distance (see the `profile` module).
-            let ns = profile::take_pending_cost_ns(p, numa::thread_node());
+            let ns = profile::take_pending_cost_ns(p, node);
             clock.spin(ns);
             self.counters.add_delay(ns);
         }

@@ -61,6 +61,9 @@ pub enum PmError {
         /// The image.
         path: PathBuf,
     },
+    /// Devices that cannot form a volume ([`crate::Volume::from_parts`]).
+    #[error("{0}")]
+    Volume(String),
     /// `[off, off + len)` is not inside the region ([`Pm::check`]).
     #[error("PM access out of bounds: offset {off} length {len} in a region of {size} bytes")]
     OutOfBounds {
