@@ -185,6 +185,17 @@ impl Volume {
     /// place global offsets are mapped (identity for one device).
     #[inline]
     pub fn locate(&self, off: u64) -> (&Pm, u64) {
+        if let [d] = &self.devs[..] {
+            return (&d.pm, off);
+        }
+        self.locate_multi(off)
+    }
+
+    /// [`Volume::locate`] over several devices (kept out of line: the one-device
+    /// path stays a load and a compare).
+    #[cold]
+    #[inline(never)]
+    fn locate_multi(&self, off: u64) -> (&Pm, u64) {
         let d = &self.devs[self.dev_index(off)];
         (&d.pm, off.wrapping_sub(d.base).wrapping_add(d.skip))
     }

@@ -211,24 +211,36 @@ impl Space {
         }
     }
 
-    /// The ranges an allocation of the calling thread tries, in order: the devices
-    /// in the placement's order for the thread's node — with room first, then fat
-    /// ones (they may have gained a block meanwhile) — and within each, the calling
-    /// CPU's range first.
-    fn try_order(&self, node: u32, out: &mut smallvec::SmallVec<[usize; 64]>) {
-        out.clear();
+    /// Calls `f` with the ranges an allocation for a thread of `node` tries, in
+    /// order, until it returns true: the devices in the placement's order for the
+    /// node — those with room first, then fat ones (they may have gained a block
+    /// meanwhile) — and within each, the calling CPU's range first. One device: its
+    /// ranges from the CPU's on, with no device order at all.
+    #[inline]
+    fn try_ranges(&self, node: u32, mut f: impl FnMut(usize) -> bool) {
         let per = self.placement.per_dev();
         let cpu = self.current_cpu();
+        if self.dev_free.len() == 1 {
+            for k in 0..per {
+                if f((cpu + k) % per) {
+                    return;
+                }
+            }
+            return;
+        }
         let mut devs = smallvec::SmallVec::<[usize; 8]>::new();
         self.placement.device_order(node, &mut devs);
-        let (room, fat): (
-            smallvec::SmallVec<[usize; 8]>,
-            smallvec::SmallVec<[usize; 8]>,
-        ) = devs
-            .into_iter()
-            .partition(|&d| self.dev_free[d].load(Ordering::Relaxed) > 0);
-        for d in room.into_iter().chain(fat) {
-            out.extend((0..per).map(|k| d * per + (cpu + k) % per));
+        for fat_pass in [false, true] {
+            for &d in &devs {
+                if (self.dev_free[d].load(Ordering::Relaxed) == 0) != fat_pass {
+                    continue;
+                }
+                for k in 0..per {
+                    if f(d * per + (cpu + k) % per) {
+                        return;
+                    }
+                }
+            }
         }
     }
 
@@ -259,7 +271,12 @@ impl Space {
     /// Allocates `n` blocks as one or more runs. `meta` allocations may dip into the
     /// reserve; data allocations fail with ENOSPC before touching it.
     pub fn alloc(&self, n: u64, meta: bool) -> Result<Runs> {
-        self.alloc_for(n, meta, pm::thread_node())
+        let node = if self.dev_free.len() > 1 {
+            pm::thread_node()
+        } else {
+            0
+        };
+        self.alloc_for(n, meta, node)
     }
 
     /// Allocates `n` blocks as [`Space::alloc`] does, placed for a thread of `node`.
@@ -274,9 +291,7 @@ impl Space {
         }
         let mut runs = Runs::new();
         let mut need = n;
-        let mut order = smallvec::SmallVec::<[usize; 64]>::new();
-        self.try_order(node, &mut order);
-        for &r in &order {
+        self.try_ranges(node, |r| {
             let mut m = self.cpus[r].lock();
             let before = need;
             if need == 1 {
@@ -299,10 +314,8 @@ impl Space {
             if need < before {
                 self.taken(r, before - need);
             }
-            if need == 0 {
-                break;
-            }
-        }
+            need == 0
+        });
         if need > 0 {
             // The counter said there was room, so the lists must have it; give back
             // what we took rather than corrupt the accounting.
@@ -323,9 +336,8 @@ impl Space {
         if n == 0 || !self.claim(n, self.reserve) {
             return None;
         }
-        let mut order = smallvec::SmallVec::<[usize; 64]>::new();
-        self.try_order(pm::thread_node(), &mut order);
-        for &r in &order {
+        let mut got = None;
+        self.try_ranges(pm::thread_node(), |r| {
             let mut m = self.cpus[r].lock();
             let pick = m.by_len.range((n, 0)..).next().copied();
             if let Some((l, s)) = pick {
@@ -335,11 +347,14 @@ impl Space {
                 }
                 drop(m);
                 self.taken(r, n);
-                return Some(s + l - n);
+                got = Some(s + l - n);
             }
+            got.is_some()
+        });
+        if got.is_none() {
+            self.free.fetch_add(n, Ordering::AcqRel);
         }
-        self.free.fetch_add(n, Ordering::AcqRel);
-        None
+        got
     }
 
     /// Allocates one block (log page).
@@ -353,6 +368,7 @@ impl Space {
     /// on its creator's node whoever appends to it.
     pub fn alloc_log(&self, first: Option<u64>) -> Result<u64> {
         let node = match first {
+            _ if self.dev_free.len() == 1 => 0,
             Some(b) => self.placement.device_node(self.placement.device_of(b)),
             None => pm::thread_node(),
         };

@@ -118,6 +118,9 @@ impl Placement {
 
     /// The device holding data block `b` (the last for a block past the end).
     pub fn device_of(&self, b: u64) -> usize {
+        if self.devs.len() == 1 {
+            return 0;
+        }
         self.devs
             .iter()
             .position(|&(_, hi)| b < hi)
