@@ -63,6 +63,11 @@ pub struct CrashtestArgs {
     /// operation)
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub cpus: u32,
+    /// Devices of the traced volume: 1, or 2 (512 KiB + 256 KiB, placement
+    /// interleave: a file's data and its log pages on different devices; the tracer
+    /// sees global offsets)
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub devices: u32,
     /// Do not also crash inside recovery
     #[arg(long)]
     pub no_recovery_crashes: bool,
@@ -160,6 +165,10 @@ pub fn run(a: &CrashtestArgs) -> CliResult<i32> {
         return Err(usage(format!("--cpus {} (valid: 1 to 64)", a.cpus)));
     }
     cfg.cpus = a.cpus;
+    if !(1..=2).contains(&a.devices) {
+        return Err(usage(format!("--devices {} (valid: 1 or 2)", a.devices)));
+    }
+    cfg.devices = a.devices;
     if a.threads > 0 {
         cfg.threads = a.threads;
     }

@@ -8,7 +8,7 @@ use crate::image::{image_hash, mount_opts};
 use crate::report::Report;
 use crate::workload::{dump_fs, Op};
 use mnemofs::{Fs, ROOT_INO};
-use pm::{Event, Pm, RecordingTracer};
+use pm::{Event, RecordingTracer};
 use std::collections::HashSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -27,13 +27,12 @@ pub(crate) fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
 /// Mounts a copy of `img` (recovery); returns the file system, its listing and the
 /// PM events recovery issued.
 pub(crate) fn recover(img: &[u8], trace: bool) -> Result<(Fs, Vec<String>, Vec<Event>), String> {
-    let mut pm = Pm::anonymous(img.len() as u64).map_err(|e| e.to_string())?;
-    pm.load_image(img);
+    let mut v = mnemofs::volume_of_image(img).map_err(|e| e.to_string())?;
     let rec = Arc::new(RecordingTracer::new());
     if trace {
-        pm.set_tracer(Some(rec.clone()));
+        v.set_tracer(Some(rec.clone()));
     }
-    let fs = guarded(|| Fs::from_pm(pm, &mount_opts()))
+    let fs = guarded(|| Fs::from_volume(v, &mount_opts()))
         .map_err(|p| format!("recovery panicked: {p}"))?
         .map_err(|e| format!("recovery failed: {e}"))?;
     let events = rec.take();
@@ -43,9 +42,8 @@ pub(crate) fn recover(img: &[u8], trace: bool) -> Result<(Fs, Vec<String>, Vec<E
 }
 
 pub(crate) fn fsck(img: &[u8]) -> Result<(), String> {
-    let mut pm = Pm::anonymous(img.len() as u64).map_err(|e| e.to_string())?;
-    pm.load_image(img);
-    let r = guarded(|| mnemofs::fsck::fsck_private(&mut pm))
+    let v = mnemofs::volume_of_image(img).map_err(|e| e.to_string())?;
+    let r = guarded(|| mnemofs::fsck::fsck_volume_private(v))
         .map_err(|p| format!("fsck panicked: {p}"))?
         .map_err(|e| format!("fsck: {e}"))?;
     if r.is_clean() {

@@ -72,6 +72,9 @@ pub struct Config {
     /// sub-zones); with more than one, each operation's thread is pinned to a host
     /// CPU that the engine maps to the image CPU the operation is assigned to.
     pub cpus: u32,
+    /// Devices of the traced volume (1 or 2; two: 512 KiB and 256 KiB, placement
+    /// `interleave`, so a file's data and its log entries land on different devices).
+    pub devices: u32,
 }
 
 impl Config {
@@ -93,6 +96,7 @@ impl Config {
             tear16: crash::Tear16::No,
             desc_store: pm::Store16::NonTemporal,
             cpus: 1,
+            devices: 1,
             threads: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1),
@@ -125,6 +129,9 @@ pub(crate) fn reproduce(cfg: &Config, idx: usize) -> String {
     }
     if cfg.cpus != 1 {
         s += &format!(" --cpus {}", cfg.cpus);
+    }
+    if cfg.devices != 1 {
+        s += &format!(" --devices {}", cfg.devices);
     }
     if let Some(b) = &cfg.bug {
         if let Some(x) = mnemofs::bugs::ALL.iter().find(|x| x.1 == *b) {

@@ -12,42 +12,53 @@ pub(crate) fn mount_opts() -> MountOptions {
     MountOptions::default()
 }
 
-/// The empty formatted image of `cpus` CPUs every workload starts from.
-pub(crate) fn base_image(cpus: u32) -> Result<Vec<u8>, String> {
+/// The empty formatted image of `cpus` CPUs (and `devices` devices: its global
+/// space) every workload starts from.
+pub(crate) fn base_image(cpus: u32, devices: u32) -> Result<Vec<u8>, String> {
+    let opts = MkfsOptions {
+        size: IMAGE_SIZE,
+        cpus,
+        inodes: 64,
+        force: true,
+        ..Default::default()
+    };
+    if devices > 1 {
+        // Device 0 (metadata and the start of the data area) and device 1 (its
+        // header block, then data): the same 768 KiB of global space.
+        let mut v = mnemofs::mkfs_anonymous(&[IMAGE_SIZE - (256 << 10), (256 << 10) + 4096], &opts)
+            .map_err(|e| e.to_string())?;
+        return Ok(v.to_vec());
+    }
     let mut pm = Pm::anonymous(IMAGE_SIZE).map_err(|e| e.to_string())?;
-    mnemofs::mkfs_pm(
-        &mut pm,
-        &MkfsOptions {
-            size: IMAGE_SIZE,
-            cpus,
-            inodes: 64,
-            force: true,
-            ..Default::default()
-        },
-    )
-    .map_err(|e| e.to_string())?;
+    mnemofs::mkfs_pm(&mut pm, &opts).map_err(|e| e.to_string())?;
     Ok(pm.to_vec())
 }
 
 /// Mounts a copy of `base` with `cfg`'s modes and a recording tracer (no LAWN
 /// write-back thread: the trace must come from the workload's threads only). An error
-/// names the step (`setup`, `mount`) and what went wrong.
+/// names the step (`setup`, `mount`) and what went wrong. A volume of several devices
+/// places by `interleave`, so that consecutive allocations (a file's data block and
+/// its next log page) take different devices.
 pub(crate) fn traced_mount(
     cfg: &Config,
     base: &[u8],
 ) -> Result<(Fs, Arc<RecordingTracer>), (&'static str, String)> {
-    let mut pm = Pm::anonymous(base.len() as u64).map_err(|e| ("setup", e.to_string()))?;
-    pm.load_image(base);
+    let mut v = mnemofs::volume_of_image(base).map_err(|e| ("setup", e.to_string()))?;
     let rec = Arc::new(RecordingTracer::new());
-    pm.set_tracer(Some(rec.clone()));
+    v.set_tracer(Some(rec.clone()));
     let opts = MountOptions {
         lock: cfg.lock,
         small_write: cfg.small_write,
         lawn_writeback_thread: false,
         lawn_desc_store: Some(cfg.desc_store),
+        placement: if cfg.devices > 1 {
+            mnemofs::PlacementMode::Interleave
+        } else {
+            mnemofs::PlacementMode::Local
+        },
         ..mount_opts()
     };
-    match guarded(|| Fs::from_pm(pm, &opts)) {
+    match guarded(|| Fs::from_volume(v, &opts)) {
         Ok(Ok(fs)) => Ok((fs, rec)),
         Ok(Err(e)) => Err(("mount", e.to_string())),
         Err(p) => Err(("mount", format!("panicked: {p}"))),

@@ -158,9 +158,15 @@ impl Model {
                     return Err(libc::EEXIST);
                 }
                 let node = if matches!(op, Op::Mkdir(_)) {
+                    // A directory made in a set-group-ID directory is set-group-ID
+                    // too (Linux's `inode_init_owner`; files only take the group).
+                    let sgid = match self.nodes.get(&d) {
+                        Some(Node::Dir { mode, .. }) => mode & libc::S_ISGID,
+                        _ => 0,
+                    };
                     Node::Dir {
                         names: BTreeMap::new(),
-                        mode: 0o755,
+                        mode: 0o755 | sgid,
                         xattrs: BTreeMap::new(),
                     }
                 } else {

@@ -375,6 +375,127 @@ pub(crate) fn create(
     Ok((Volume::from_parts(parts)?, devices, uuid))
 }
 
+/// The volume whose global space is `img` (a copy of `Volume::to_vec`, e.g. a crash
+/// image): anonymous devices cut as the device table in `img` says, every later
+/// device's header rewritten from it. An image without a table, or with one device,
+/// is one anonymous device.
+pub fn volume_of_image(img: &[u8]) -> Result<Volume> {
+    let n = crate::format::table_size(MAX_DEVICES);
+    let table = img
+        .get(TABLE_OFF as usize..TABLE_OFF as usize + n)
+        .map(DeviceTable::decode)
+        .and_then(|t| t.ok())
+        .flatten();
+    let Some(t) = table.filter(|t| t.devices.len() > 1) else {
+        let mut pm = Pm::anonymous(img.len() as u64)?;
+        pm.load_image(img);
+        return Ok(Volume::single(pm));
+    };
+    let count = t.devices.len() as u32;
+    let mut parts = Vec::with_capacity(t.devices.len());
+    for (i, d) in t.devices.iter().enumerate() {
+        let skip = if i == 0 { 0 } else { BLOCK };
+        let len = d
+            .blocks
+            .checked_mul(BLOCK)
+            .ok_or_else(|| FsError::Volume(format!("device {i} of the image is too large")))?;
+        let mut pm = Pm::anonymous(len.saturating_add(skip))?;
+        if i > 0 {
+            let h = DeviceHeader {
+                uuid: t.uuid,
+                index: i as u32,
+                count,
+                node: d.node,
+                blocks: d.blocks,
+            };
+            let mut block = vec![0u8; BLOCK as usize];
+            block[DEV_HDR_OFF as usize..DEV_HDR_OFF as usize + DEV_HDR_SIZE]
+                .copy_from_slice(&h.encode());
+            pm.load_image(&block);
+        }
+        parts.push((pm, skip, len));
+    }
+    let mut v = Volume::from_parts(parts)?;
+    if (v.len() as usize) < img.len() {
+        return Err(FsError::Volume(format!(
+            "the image's device table covers {} bytes, the image is {}",
+            v.len(),
+            img.len()
+        )));
+    }
+    v.load_image(img);
+    Ok(v)
+}
+
+/// Formats anonymous devices of `sizes` bytes as one volume (tests and the crash
+/// explorer; every device on node 0). Deterministic: the UUID comes from the
+/// superblock.
+pub fn mkfs_anonymous(sizes: &[u64], opts: &crate::MkfsOptions) -> Result<Volume> {
+    if sizes.is_empty() || sizes.len() > MAX_DEVICES {
+        return Err(FsError::Volume(format!(
+            "{} devices (a volume has 1..={MAX_DEVICES})",
+            sizes.len()
+        )));
+    }
+    let mut parts = Vec::with_capacity(sizes.len());
+    let mut blocks = Vec::with_capacity(sizes.len());
+    for (i, &size) in sizes.iter().enumerate() {
+        let skip = if i == 0 { 0 } else { BLOCK };
+        let b = size.saturating_sub(skip) / BLOCK;
+        if b == 0 {
+            return Err(FsError::Volume(format!(
+                "device {i}: {size} bytes hold no block"
+            )));
+        }
+        parts.push((Pm::anonymous(size)?, skip, b.saturating_mul(BLOCK)));
+        blocks.push(b);
+    }
+    let volume = Volume::from_parts(parts)?;
+    let mut geo = crate::format::Geometry::compute_zoned(
+        volume.len(),
+        opts.cpus.max(1),
+        opts.inodes,
+        crate::mkfs::MKFS_PM_MIN,
+        crate::format::ZoneParams {
+            percent: opts.zone_percent,
+            slot_size: opts.slot_size,
+        },
+    )?;
+    geo.set_devices(&blocks)
+        .map_err(|e| FsError::Volume(format!("device 0: {e}")))?;
+    let uuid = crate::mkfs::uuid_of(&geo);
+    let table = DeviceTable {
+        uuid,
+        devices: blocks
+            .iter()
+            .map(|&b| crate::format::DeviceEntry { blocks: b, node: 0 })
+            .collect(),
+    };
+    // Later devices' headers: outside the global space, through each device.
+    let mut volume = volume;
+    for (i, &b) in blocks.iter().enumerate().skip(1) {
+        let h = DeviceHeader {
+            uuid,
+            index: i as u32,
+            count: blocks.len() as u32,
+            node: 0,
+            blocks: b,
+        };
+        if let Some(pm) = volume.device_mut(i) {
+            let mut block = vec![0u8; BLOCK as usize];
+            block[DEV_HDR_OFF as usize..DEV_HDR_OFF as usize + DEV_HDR_SIZE]
+                .copy_from_slice(&h.encode());
+            let whole_len = pm.len() as usize;
+            let mut whole = vec![0u8; whole_len];
+            whole[..BLOCK as usize].copy_from_slice(&block);
+            pm.load_image(&whole);
+        }
+    }
+    let vol = Vol::from_volume(volume);
+    crate::mkfs::format(&vol, &geo, &table);
+    Ok(vol.into_volume())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

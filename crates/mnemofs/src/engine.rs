@@ -126,6 +126,23 @@ impl Fs {
         Fs::mount_volume(pm::Volume::single(pm), devices, opts)
     }
 
+    /// Mounts an already assembled volume (tests and the crash explorer: anonymous
+    /// devices, e.g. from `devices::volume_of_image`), each device on the node its
+    /// `Pm` says.
+    pub fn from_volume(volume: pm::Volume, opts: &MountOptions) -> Result<Fs> {
+        let devices = (0..volume.device_count())
+            .filter_map(|i| volume.device(i).map(|(pm, start, len)| (i, pm, start, len)))
+            .map(|(i, pm, start, len)| DeviceInfo {
+                path: format!("<memory {i}>").into(),
+                index: i as u32,
+                node: Some(pm.node()),
+                blocks: len / BLOCK,
+                start: start / BLOCK,
+            })
+            .collect();
+        Fs::mount_volume(volume, devices, opts)
+    }
+
     /// Mounts an assembled volume of `devices`.
     fn mount_volume(
         mut volume: pm::Volume,

@@ -73,6 +73,12 @@ pub fn fsck_private(pm: &mut Pm) -> Result<FsckReport> {
     Vol::with_borrowed(pm, fsck_vol)?
 }
 
+/// Checks a volume that is already a private copy (the crash explorer's; recovery
+/// runs on it and changes it).
+pub fn fsck_volume_private(v: pm::Volume) -> Result<FsckReport> {
+    fsck_vol(&Vol::from_volume(v))
+}
+
 /// Checks a volume that is already a private copy (recovery changes it).
 pub(crate) fn fsck_vol(pm: &Vol) -> Result<FsckReport> {
     let rec = recovery::recover(pm, Mode::Fsck, true)?;

@@ -47,7 +47,7 @@ mod tagged;
 mod vol;
 
 pub use api::FileSystem;
-pub use devices::{DeviceInfo, DeviceSpec};
+pub use devices::{mkfs_anonymous, volume_of_image, DeviceInfo, DeviceSpec};
 pub use engine::{mount, mount_devices, FileHandle, Fs};
 pub use error::{FsError, Result};
 pub use fsck::{fsck, fsck_devices, FsckReport};

@@ -93,9 +93,21 @@ pub fn mkfs_pm(pm: &mut Pm, opts: &MkfsOptions) -> Result<()> {
         MKFS_PM_MIN,
         zone_params(opts),
     )?;
-    // A region formatted in memory is one device on its own: its UUID comes from
-    // its superblock, so that the same options give the same bytes (the crash
-    // explorer's and the fuzzer's images are deterministic).
+    let table = DeviceTable {
+        uuid: uuid_of(&geo),
+        devices: vec![DeviceEntry {
+            blocks: geo.total_blocks,
+            node: NODE_UNKNOWN,
+        }],
+    };
+    Vol::with_borrowed(pm, |v| format(v, &geo, &table))?;
+    Ok(())
+}
+
+/// The UUID of a volume formatted in memory: derived from its superblock, so that
+/// the same options give the same bytes (the crash explorer's and the fuzzer's
+/// images are deterministic).
+pub(crate) fn uuid_of(geo: &Geometry) -> [u8; 16] {
     let sb = geo.encode();
     let mut uuid = [0u8; 16];
     for (i, q) in uuid.chunks_mut(4).enumerate() {
@@ -104,15 +116,7 @@ pub fn mkfs_pm(pm: &mut Pm, opts: &MkfsOptions) -> Result<()> {
         h.update(&sb);
         q.copy_from_slice(&h.finalize().to_le_bytes());
     }
-    let table = DeviceTable {
-        uuid,
-        devices: vec![DeviceEntry {
-            blocks: geo.total_blocks,
-            node: NODE_UNKNOWN,
-        }],
-    };
-    Vol::with_borrowed(pm, |v| format(v, &geo, &table))?;
-    Ok(())
+    uuid
 }
 
 /// Writes an empty file system onto `pm`, a volume of the devices `table` lists

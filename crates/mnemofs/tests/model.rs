@@ -560,9 +560,38 @@ fn run(
     lock: mnemofs::LockMode,
     small_write: mnemofs::SmallWriteMode,
     read_cache: mnemofs::ReadCacheMode,
+    devices: usize,
+    placement: mnemofs::PlacementMode,
 ) {
-    let img = common::fresh(32 << 20);
+    // One image of 32 MiB, or a volume of `devices` images of 12 MiB (nodes 0, 1,
+    // 0, ...), given to mount in reverse order and without their nodes.
+    let img = common::fresh_empty();
+    let specs: Vec<mnemofs::DeviceSpec> = (0..devices)
+        .map(|i| mnemofs::DeviceSpec {
+            path: img.dir.path().join(format!("dev{i}")),
+            node: Some(i as u32 % 2),
+        })
+        .collect();
+    let size = if devices == 1 { 32 << 20 } else { 12 << 20 };
+    mnemofs::mkfs_devices(
+        &specs,
+        &mnemofs::MkfsOptions {
+            size,
+            cpus: 2,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut order: Vec<mnemofs::DeviceSpec> = specs
+        .iter()
+        .map(|s| mnemofs::DeviceSpec {
+            path: s.path.clone(),
+            node: None,
+        })
+        .collect();
+    order.reverse();
     let opts = mnemofs::MountOptions {
+        placement,
         lock,
         small_write,
         lawn_writeback_thread: true,
@@ -574,7 +603,8 @@ fn run(
         read_cache_window_ms: 60_000,
         ..common::opts()
     };
-    let mount = |img: &common::Img| mnemofs::mount(&img.path, &opts).unwrap();
+    let mount = |_: &common::Img| mnemofs::mount_devices(&order, &opts).unwrap();
+    let fsck = || mnemofs::fsck_devices(&order).unwrap();
     let mut fs = Some(mount(&img));
     let mut m = Model {
         nodes: HashMap::new(),
@@ -595,7 +625,7 @@ fn run(
                 } else {
                     drop(f);
                 }
-                let r = mnemofs::fsck(&img.path).unwrap();
+                let r = fsck();
                 assert!(r.is_clean(), "fsck after {op:?}: {:?}", r.problems);
                 fs = Some(mount(&img));
             }
@@ -605,7 +635,7 @@ fn run(
     }
     let f = fs.take().unwrap();
     f.unmount().unwrap();
-    let r = mnemofs::fsck(&img.path).unwrap();
+    let r = fsck();
     assert!(r.is_clean(), "final fsck: {:?}", r.problems);
 }
 
@@ -624,7 +654,9 @@ proptest! {
         lock in proptest::sample::select(mnemofs::LockMode::ALL.iter().map(|x| x.1).collect::<Vec<_>>()),
         small_write in proptest::sample::select(mnemofs::SmallWriteMode::ALL.iter().map(|x| x.1).collect::<Vec<_>>()),
         read_cache in proptest::sample::select(mnemofs::ReadCacheMode::ALL.iter().map(|x| x.1).collect::<Vec<_>>()),
+        devices in proptest::sample::select(vec![1usize, 1, 3]),
+        placement in proptest::sample::select(mnemofs::PlacementMode::ALL.iter().map(|x| x.1).collect::<Vec<_>>()),
     ) {
-        run(&ops, lock, small_write, read_cache);
+        run(&ops, lock, small_write, read_cache, devices, placement);
     }
 }

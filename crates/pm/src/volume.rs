@@ -522,10 +522,7 @@ impl Volume {
             if s >= bytes.len() {
                 break;
             }
-            let mut whole = d.pm.to_vec();
-            let part = &bytes[s..e.min(bytes.len())];
-            whole[d.skip as usize..d.skip as usize + part.len()].copy_from_slice(part);
-            d.pm.load_image(&whole);
+            d.pm.load_image_at(d.skip, &bytes[s..e.min(bytes.len())]);
         }
     }
 

@@ -308,6 +308,17 @@ impl Pm {
         v
     }
 
+    /// Overwrites the region's bytes from `off` on with `bytes` (uncounted,
+    /// untraced: test setup only; bytes past the region are ignored).
+    pub fn load_image_at(&mut self, off: u64, bytes: &[u8]) {
+        let off = off.min(self.len);
+        let n = (bytes.len() as u64).min(self.len - off);
+        let p = self.ptr(off, n);
+        // SAFETY: `p` valid for `n` bytes; source is a distinct allocation; `&mut
+        // self` is exclusive, so no other thread accesses the region.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), p, n as usize) };
+    }
+
     /// Overwrites the region with `bytes` (uncounted, untraced: test setup only).
     /// Takes `&mut`: no other thread can use the region meanwhile.
     pub fn load_image(&mut self, bytes: &[u8]) {
