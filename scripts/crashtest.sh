@@ -58,25 +58,31 @@ run crashtest --devices 2 --workload seq1 --small-write lawn --sample 12 --seed 
   --max-states "$dev_states"
 
 missed=()
+# bug_run ARGS...: the explorer with ARGS, stopping at the first violation; sets rc
+# (1: a violation, i.e. the injected bug was caught) and out.
+bug_run() {
+  rc=0
+  out=$("$MNEMOFS" crashtest "$@" --max-violations 1) || rc=$?
+}
+# report LABEL: says whether the last bug_run caught its bug, and records a miss.
+report() {
+  if ((rc == 1)); then
+    echo "caught $1: $(grep -m1 'what:' <<<"$out" | sed 's/^ *what: *//' | cut -c1-120)"
+  else
+    echo "NOT caught: $1 (exit status $rc)"
+    missed+=("$1")
+  fi
+}
 for bug in $("$MNEMOFS" crashtest --list-bugs | awk '{ print $1 }'); do
   ways=(nt)
   mode=cow
   [[ $bug == lawn-* ]] && mode=lawn && ways=(nt cached)
   for how in "${ways[@]}"; do
-    rc=0
-    out=$("$MNEMOFS" crashtest --workload seq1 --small-write "$mode" --desc-store "$how" \
-      --inject-bug "$bug" --max-violations 1) || rc=$?
+    bug_run --workload seq1 --small-write "$mode" --desc-store "$how" --inject-bug "$bug"
     if ((rc == 0)); then
-      rc=0
-      out=$("$MNEMOFS" crashtest --workload multi --inject-bug "$bug" --max-violations 1 \
-        --max-states 30000 --no-recovery-crashes) || rc=$?
+      bug_run --workload multi --inject-bug "$bug" --max-states 30000 --no-recovery-crashes
     fi
-    if ((rc == 1)); then
-      echo "caught $bug ($how): $(grep -m1 'what:' <<<"$out" | sed 's/^ *what: *//' | cut -c1-120)"
-    else
-      echo "NOT caught: $bug ($how; exit status $rc)"
-      missed+=("$bug/$how")
-    fi
+    report "$bug ($how)"
   done
 done
 # The journal and allocator bugs on 2-CPU images too (the workload where each shows
@@ -85,41 +91,25 @@ for case in "journal-records-unfenced seq1 0" "journal-retired-early seq1 0" \
   "replay-uncommitted seq1 1" "free-list-before-rollback seq1 0" \
   "free-before-commit seq1 15" "data-not-persisted seq1 0" "tail-not-max multi 1"; do
   read -r bug wl only <<<"$case"
-  rc=0
-  out=$("$MNEMOFS" crashtest --cpus 2 --workload "$wl" --only "$only" --inject-bug "$bug" \
-    --max-violations 1 --no-recovery-crashes) || rc=$?
-  if ((rc == 1)); then
-    echo "caught $bug (2 CPUs): $(grep -m1 'what:' <<<"$out" | sed 's/^ *what: *//' | cut -c1-120)"
-  else
-    echo "NOT caught: $bug (2 CPUs; exit status $rc)"
-    missed+=("$bug/2cpus")
-  fi
+  bug_run --cpus 2 --workload "$wl" --only "$only" --inject-bug "$bug" --no-recovery-crashes
+  report "$bug (2 CPUs)"
 done
-# Every bug on a 2-device volume too (seq-1, else multi, or LAWN's random run).
+# Every bug on a 2-device volume too (seq-1, else multi, or LAWN's random run:
+# interleave placement reuses a freed block later than one device does, so a stale
+# LAWN descriptor meets its block again there, not in seq-1).
 for bug in $("$MNEMOFS" crashtest --list-bugs | awk '{ print $1 }'); do
   mode=cow
   [[ $bug == lawn-* ]] && mode=lawn
-  rc=0
-  out=$("$MNEMOFS" crashtest --devices 2 --workload seq1 --small-write "$mode" \
-    --inject-bug "$bug" --max-violations 1 --no-recovery-crashes) || rc=$?
-  if ((rc == 0)); then
-    # Interleave placement reuses a freed block later than one device does: a stale
-    # LAWN descriptor meets its block again in the random workload, not in seq-1.
-    rc=0
-    if [[ $mode == lawn ]]; then
-      out=$("$MNEMOFS" crashtest --devices 2 --workload random --seed 2 --small-write lawn \
-        --inject-bug "$bug" --max-violations 1 --max-states 30000 --no-recovery-crashes) || rc=$?
-    else
-      out=$("$MNEMOFS" crashtest --devices 2 --workload multi --inject-bug "$bug" \
-        --max-violations 1 --max-states 30000 --no-recovery-crashes) || rc=$?
-    fi
+  bug_run --devices 2 --workload seq1 --small-write "$mode" --inject-bug "$bug" \
+    --no-recovery-crashes
+  if ((rc == 0)) && [[ $mode == lawn ]]; then
+    bug_run --devices 2 --workload random --seed 2 --small-write lawn --inject-bug "$bug" \
+      --max-states 30000 --no-recovery-crashes
+  elif ((rc == 0)); then
+    bug_run --devices 2 --workload multi --inject-bug "$bug" --max-states 30000 \
+      --no-recovery-crashes
   fi
-  if ((rc == 1)); then
-    echo "caught $bug (2 devices): $(grep -m1 'what:' <<<"$out" | sed 's/^ *what: *//' | cut -c1-120)"
-  else
-    echo "NOT caught: $bug (2 devices; exit status $rc)"
-    missed+=("$bug/2devices")
-  fi
+  report "$bug (2 devices)"
 done
 ((${#missed[@]} == 0)) || die "injected bugs not caught: ${missed[*]}"
 echo "crashtest OK"

@@ -241,8 +241,15 @@ pub(crate) fn open(specs: &[DeviceSpec], lock: bool) -> Result<Assembled> {
     let volume = Volume::from_parts(parts)?;
     // The table beside the superblock must name the same volume.
     let vol = Vol::from_volume(volume);
-    let table = read_table(&vol, TABLE_OFF)
-        .map_err(|e| FsError::Volume(format!("{}: {e}", devices[0].path.display())))?;
+    // Primary, else replica (recovery reports and repairs a bad copy).
+    let table = match read_table(&vol, TABLE_OFF) {
+        Ok(Some(t)) => Ok(Some(t)),
+        first => match read_table(&vol, BLOCK.saturating_add(TABLE_OFF)) {
+            Ok(Some(t)) => Ok(Some(t)),
+            _ => first,
+        },
+    }
+    .map_err(|e| FsError::Volume(format!("{}: {e}", devices[0].path.display())))?;
     match table {
         Some(t) if t.uuid == uuid => {}
         Some(t) => {
@@ -275,6 +282,13 @@ pub(crate) fn read_table(vol: &Vol, at: u64) -> std::result::Result<Option<Devic
     let mut b = vec![0u8; n];
     vol.read(PmOff::ZERO + at, &mut b);
     DeviceTable::decode(&b)
+}
+
+/// A device's block 0 holding header `h` (the rest zero).
+fn header_block(h: &DeviceHeader) -> Vec<u8> {
+    let mut block = vec![0u8; BLOCK as usize];
+    block[DEV_HDR_OFF as usize..DEV_HDR_OFF as usize + DEV_HDR_SIZE].copy_from_slice(&h.encode());
+    block
 }
 
 /// A fresh volume UUID.
@@ -401,17 +415,13 @@ pub fn volume_of_image(img: &[u8]) -> Result<Volume> {
             .ok_or_else(|| FsError::Volume(format!("device {i} of the image is too large")))?;
         let mut pm = Pm::anonymous(len.saturating_add(skip))?;
         if i > 0 {
-            let h = DeviceHeader {
+            pm.load_image(&header_block(&DeviceHeader {
                 uuid: t.uuid,
                 index: i as u32,
                 count,
                 node: d.node,
                 blocks: d.blocks,
-            };
-            let mut block = vec![0u8; BLOCK as usize];
-            block[DEV_HDR_OFF as usize..DEV_HDR_OFF as usize + DEV_HDR_SIZE]
-                .copy_from_slice(&h.encode());
-            pm.load_image(&block);
+            }));
         }
         parts.push((pm, skip, len));
     }
@@ -482,13 +492,7 @@ pub fn mkfs_anonymous(sizes: &[u64], opts: &crate::MkfsOptions) -> Result<Volume
             blocks: b,
         };
         if let Some(pm) = volume.device_mut(i) {
-            let mut block = vec![0u8; BLOCK as usize];
-            block[DEV_HDR_OFF as usize..DEV_HDR_OFF as usize + DEV_HDR_SIZE]
-                .copy_from_slice(&h.encode());
-            let whole_len = pm.len() as usize;
-            let mut whole = vec![0u8; whole_len];
-            whole[..BLOCK as usize].copy_from_slice(&block);
-            pm.load_image(&whole);
+            pm.load_image(&header_block(&h));
         }
     }
     let vol = Vol::from_volume(volume);

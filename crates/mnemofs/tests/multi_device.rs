@@ -163,3 +163,40 @@ fn an_image_of_a_volume_rebuilds_it() {
     let r = mnemofs::fsck::fsck_volume_private(volume_of_image(&img).unwrap()).unwrap();
     assert!(r.is_clean(), "{:?}", r.problems);
 }
+
+#[test]
+fn a_damaged_device_table_is_repaired_from_its_replica_and_both_damaged_refused() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let all = specs(dir.path(), &["a", "b"]);
+    let o = MkfsOptions {
+        size: 12 << 20,
+        cpus: 1,
+        ..Default::default()
+    };
+    mkfs_devices(&all, &o).unwrap();
+    let poke = |at: u64| {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.path().join("a"))
+            .unwrap();
+        f.write_all_at(&[0xff], at).unwrap();
+    };
+    let table = mnemofs::format::TABLE_OFF;
+    poke(table + 30);
+    let r = fsck_devices(&all).unwrap();
+    assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
+    assert!(r.problems[0].contains("primary device table"));
+    mount_devices(&all, &opts(PlacementMode::Local))
+        .unwrap()
+        .unmount()
+        .unwrap();
+    assert!(fsck_devices(&all).unwrap().is_clean());
+    poke(table + 30);
+    poke(4096 + table + 30);
+    match mount_devices(&all, &opts(PlacementMode::Local)) {
+        Err(FsError::Volume(m)) => assert!(m.contains("device table"), "{m}"),
+        Err(e) => panic!("not a volume error: {e}"),
+        Ok(_) => panic!("mounted with both device tables damaged"),
+    }
+}

@@ -300,14 +300,7 @@ impl Volume {
         if self.devs.len() == 1 {
             return self.devs[0].pm.check(off, len);
         }
-        match off.checked_add(len) {
-            Some(end) if end <= self.len => Ok(()),
-            _ => Err(PmError::OutOfBounds {
-                off,
-                len,
-                size: self.len,
-            }),
-        }
+        crate::region::check_range(off, len, self.len)
     }
 
     /// Copies `buf.len()` bytes at `off` into `buf` ([`Pm::read`]).

@@ -158,6 +158,25 @@ pub(crate) fn load(pm: &Vol, mode: Mode) -> Result<Loaded> {
             pm.write(BlockNo(SB_REPLICA_BLOCK).off(), &good);
             pm.flush(BlockNo(SB_REPLICA_BLOCK).off(), 128);
         }
+        // The device table likewise: `read_superblock` accepted one copy, which
+        // becomes both (docs/FORMAT.md §2.10).
+        let at = [
+            PmOff::ZERO + crate::format::TABLE_OFF,
+            BlockNo(SB_REPLICA_BLOCK).at(crate::format::TABLE_OFF),
+        ];
+        let copies = at.map(|o| crate::devices::read_table(pm, o.get()));
+        let good = copies
+            .iter()
+            .find_map(|c| c.as_ref().ok().cloned().flatten());
+        if let Some(t) = good {
+            for (o, c) in at.iter().zip(&copies) {
+                if c.as_ref().ok().and_then(|x| x.as_ref()) != Some(&t) {
+                    let b = t.encode();
+                    pm.write(*o, &b);
+                    pm.flush(*o, b.len() as u64);
+                }
+            }
+        }
         problems.clear();
         pm.store_u64(PmOff::ZERO + SB_STATE_OFF, STATE_DIRTY);
         pm.flush(PmOff::ZERO + SB_STATE_OFF, 8);

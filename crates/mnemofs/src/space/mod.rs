@@ -230,11 +230,17 @@ impl Space {
         }
         let mut devs = smallvec::SmallVec::<[usize; 8]>::new();
         self.placement.device_order(node, &mut devs);
-        for fat_pass in [false, true] {
+        // Devices with room first; then every device not tried yet (one that was
+        // fat a moment ago may have room now: each is tried once).
+        let mut tried = 0u64;
+        for room_pass in [true, false] {
             for &d in &devs {
-                if (self.dev_free[d].load(Ordering::Relaxed) == 0) != fat_pass {
+                if tried & (1 << d) != 0
+                    || (room_pass && self.dev_free[d].load(Ordering::Relaxed) == 0)
+                {
                     continue;
                 }
+                tried |= 1 << d;
                 for k in 0..per {
                     if f(d * per + (cpu + k) % per) {
                         return;

@@ -10,6 +10,15 @@ use crate::trace::{Marker, StoreKind, Tracer};
 use crate::CACHE_LINE;
 use std::sync::Arc;
 
+/// Checks that `[off, off+len)` lies in `[0, size)`.
+#[inline]
+pub(crate) fn check_range(off: u64, len: u64, size: u64) -> Result<(), PmError> {
+    match off.checked_add(len) {
+        Some(end) if end <= size => Ok(()),
+        _ => Err(PmError::OutOfBounds { off, len, size }),
+    }
+}
+
 impl Pm {
     /// Installs (or removes) the tracer that sees every later event.
     pub fn set_tracer(&mut self, tracer: Option<Arc<dyn Tracer>>) {
@@ -112,14 +121,7 @@ impl Pm {
     /// Checks that `[off, off+len)` lies in the region.
     #[inline]
     pub fn check(&self, off: u64, len: u64) -> Result<(), PmError> {
-        match off.checked_add(len) {
-            Some(end) if end <= self.len => Ok(()),
-            _ => Err(PmError::OutOfBounds {
-                off,
-                len,
-                size: self.len,
-            }),
-        }
+        check_range(off, len, self.len)
     }
 
     #[inline]

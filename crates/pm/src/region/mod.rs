@@ -15,6 +15,7 @@ mod nt;
 mod pages;
 mod store16;
 
+pub(crate) use access::check_range;
 pub use pages::{MapPages, MapReport};
 pub use store16::Store16;
 
