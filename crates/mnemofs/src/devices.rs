@@ -460,7 +460,7 @@ pub fn mkfs_anonymous(sizes: &[u64], opts: &crate::MkfsOptions) -> Result<Volume
         parts.push((Pm::anonymous(size)?, skip, b.saturating_mul(BLOCK)));
         blocks.push(b);
     }
-    let volume = Volume::from_parts(parts)?;
+    let mut volume = Volume::from_parts(parts)?;
     let mut geo = crate::format::Geometry::compute_zoned(
         volume.len(),
         opts.cpus.max(1),
@@ -482,7 +482,6 @@ pub fn mkfs_anonymous(sizes: &[u64], opts: &crate::MkfsOptions) -> Result<Volume
             .collect(),
     };
     // Later devices' headers: outside the global space, through each device.
-    let mut volume = volume;
     for (i, &b) in blocks.iter().enumerate().skip(1) {
         let h = DeviceHeader {
             uuid,

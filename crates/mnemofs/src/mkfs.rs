@@ -185,8 +185,8 @@ pub(crate) fn format(pm: &Vol, geo: &Geometry, table: &DeviceTable) {
     let h = BlockNo(0).at(DEV_HDR_OFF);
     pm.write(h, &header.encode());
     pm.flush(h, DEV_HDR_SIZE as u64);
-    // Fence: root inode, its log and the free list are durable before the superblock
-    // that makes the image a mnemofs.
+    // Fence: root inode, its log, the free list, the device table and device 0's
+    // header are durable before the superblock that makes the image a mnemofs.
     pm.fence();
     let sb = geo.encode();
     pm.write(BlockNo(SB_REPLICA_BLOCK).off(), &sb);

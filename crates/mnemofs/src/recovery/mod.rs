@@ -180,8 +180,9 @@ pub(crate) fn load(pm: &Vol, mode: Mode) -> Result<Loaded> {
         problems.clear();
         pm.store_u64(PmOff::ZERO + SB_STATE_OFF, STATE_DIRTY);
         pm.flush(PmOff::ZERO + SB_STATE_OFF, 8);
-        // Fence: the image is marked dirty before recovery changes anything, so a
-        // crash from here on never trusts the saved free list.
+        // Fence: the repaired superblock and device-table copies, and the dirty
+        // mark, are durable before recovery changes anything else, so a crash from
+        // here on never trusts the saved free list.
         pm.fence();
     }
 
