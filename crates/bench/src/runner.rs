@@ -405,14 +405,22 @@ pub fn run(cfg: &RunConfig) -> BenchResultT<BenchResult> {
     let dev_nodes: Vec<u32> = (0..cfg.devices.max(1) as usize)
         .map(|i| topo_nodes[i % topo_nodes.len()])
         .collect();
-    let mut image = fresh_volume(
-        cfg.image.as_deref(),
-        size,
-        cfg.zone_percent,
-        cfg.slot_size,
-        cfg.image_pages,
-        &dev_nodes,
-    )?;
+    let given = cfg
+        .image
+        .as_deref()
+        .filter(|p| p.to_string_lossy().contains([',', '@']));
+    let mut image = match given {
+        // A device list (`--image a.img,b.img@1`): the volume mkfs and mount take.
+        Some(list) => given_volume(list, size, cfg, &topo_nodes)?,
+        None => fresh_volume(
+            cfg.image.as_deref(),
+            size,
+            cfg.zone_percent,
+            cfg.slot_size,
+            cfg.image_pages,
+            &dev_nodes,
+        )?,
+    };
     let fs = mnemofs::mount_devices(&image.specs(), &cfg.mount)
         .map_err(|e| BenchError::fs(format!("mount {}", image.path.display()), e))?;
     image.detach();
@@ -429,6 +437,7 @@ pub fn run(cfg: &RunConfig) -> BenchResultT<BenchResult> {
         r.map_resident_bytes = map.resident_bytes;
         r.map_summary = map.to_string();
         r.image_fs = image.place.clone();
+        r.devices = 1 + image.more.len() as u32;
         r.image_pages = cfg.image_pages.name().to_string();
         r.prefaulted = cfg.prefault;
         r
@@ -439,6 +448,61 @@ pub fn run(cfg: &RunConfig) -> BenchResultT<BenchResult> {
     let r = measured?;
     unmounted?;
     Ok(r)
+}
+
+/// A fresh volume on the devices `list` names (`PATH[@NODE],...`, as mkfs takes
+/// them): all new image files (created at `size` bytes each, removed afterwards) or
+/// all PM devices (formatted and left in place). Device i without `@NODE` sits on
+/// node i modulo the topology's nodes.
+fn given_volume(list: &Path, size: u64, cfg: &RunConfig, nodes: &[u32]) -> BenchResultT<Image> {
+    let mut specs = mnemofs::DeviceSpec::parse_list(&list.to_string_lossy())
+        .map_err(|e| BenchError::fs("--image", e))?;
+    let mut devices = 0;
+    for (i, s) in specs.iter_mut().enumerate() {
+        match std::fs::metadata(&s.path) {
+            Ok(m) if m.file_type().is_block_device() || m.file_type().is_char_device() => {
+                devices += 1
+            }
+            Ok(_) => {
+                return Err(BenchError::msg(format!(
+                    "{} exists; the benchmark creates fresh images and will not overwrite a file",
+                    s.path.display()
+                )))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(BenchError::io(&s.path, e)),
+        }
+        s.node = s.node.or(Some(nodes[i % nodes.len()]));
+    }
+    if devices != 0 && devices != specs.len() {
+        return Err(BenchError::msg(
+            "--image: give new image files or PM devices, not both",
+        ));
+    }
+    let image = Image {
+        path: specs[0].path.clone(),
+        remove: devices == 0,
+        place: if devices == 0 {
+            "files (given)"
+        } else {
+            "devices (given)"
+        }
+        .to_string(),
+        tmpfs: None,
+        more: specs[1..].iter().map(|s| s.path.clone()).collect(),
+        nodes: specs.iter().filter_map(|s| s.node).collect(),
+    };
+    let opts = MkfsOptions {
+        size,
+        cpus: 0,
+        inodes: 0,
+        force: true,
+        zone_percent: cfg.zone_percent,
+        slot_size: cfg.slot_size,
+    };
+    mnemofs::mkfs_devices(&image.specs(), &opts)
+        .map_err(|e| BenchError::fs(format!("mkfs {}", list.display()), e))?;
+    Ok(image)
 }
 
 /// The node ids of the run's topology (given, else this machine's; at least one).

@@ -71,7 +71,8 @@ pub struct CommonArgs {
     #[arg(long, value_name = "N")]
     pub files: Option<u64>,
     /// Create the fresh image here (must not exist; removed afterwards) instead of
-    /// a new file on /dev/shm; a DAX device is formatted and left in place
+    /// a new file on /dev/shm; a DAX device is formatted and left in place. A list
+    /// `PATH[@NODE],...` (as mkfs takes it) makes a volume of those devices
     #[arg(long, value_name = "PATH")]
     pub image: Option<PathBuf>,
     /// Pages for the fresh image when --image is not given: `auto` (2 MiB where a

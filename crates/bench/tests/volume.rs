@@ -1,0 +1,52 @@
+//! Benchmarks on a volume of several devices: `--devices N` (image files beside the
+//! first) and `--image a,b@1` (the devices named), with each thread's bytes counted
+//! by (thread node, device node) and the images removed afterwards.
+
+use mnemofs::{MountOptions, PlacementMode, PRESETS};
+use mnemofs_bench::{run, RunConfig, Stop, Workload};
+
+fn config() -> RunConfig {
+    let mut c = RunConfig::new(Workload::RandWrite);
+    c.threads = 2;
+    c.stop = Stop::Ops(400);
+    c.warmup = Stop::Ops(0);
+    c.params.file_size = 4 << 20;
+    c.image_size = Some(32 << 20);
+    c.preset = "nova".into();
+    c.mount = MountOptions {
+        placement: PlacementMode::Local,
+        topology: Some("2".parse().unwrap()),
+        exclusive: false,
+        ..MountOptions::from_preset(&PRESETS[0])
+    };
+    c.progress = false;
+    c
+}
+
+#[test]
+fn a_named_device_list_is_one_volume_and_writers_stay_local() {
+    let dir = tempfile::tempdir_in(mnemofs_bench::runner::default_image_dir()).unwrap();
+    let (a, b) = (dir.path().join("a.img"), dir.path().join("b.img"));
+    let mut c = config();
+    c.image = Some(format!("{},{}@1", a.display(), b.display()).into());
+    let r = run(&c).unwrap();
+    assert_eq!(r.devices, 2);
+    assert_eq!(r.placement, "local");
+    // Threads 0 and 1 run as nodes 0 and 1 and write their pages on their own
+    // node's device (the rest: each file's inode tail on device 0).
+    let nb = &r.node_bytes;
+    assert!(nb[0][0] > 0 && nb[1][1] > 0, "{nb:?}");
+    assert!(nb[1][1] * 100 >= (nb[1][0] + nb[1][1]) * 95, "{nb:?}");
+    assert!(!a.exists() && !b.exists(), "the benchmark left its images");
+}
+
+#[test]
+fn devices_n_makes_the_files_beside_the_first() {
+    let dir = tempfile::tempdir_in(mnemofs_bench::runner::default_image_dir()).unwrap();
+    let mut c = config();
+    c.devices = 2;
+    c.image = Some(dir.path().join("v.img"));
+    let r = run(&c).unwrap();
+    assert_eq!(r.devices, 2);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
