@@ -153,22 +153,7 @@ fn topology(c: &CommonArgs) -> CliResult<Option<pm::Topology>> {
 
 /// `--placement` values, parsed (empty: the preset's).
 fn placements(c: &CommonArgs) -> CliResult<Vec<mnemofs::PlacementMode>> {
-    c.placement
-        .iter()
-        .map(|p| {
-            let p = p.trim();
-            mnemofs::PlacementMode::ALL
-                .iter()
-                .find(|(n, _)| *n == p)
-                .map(|&(_, m)| m)
-                .ok_or_else(|| {
-                    CliError::new(format!(
-                        "--placement: unknown mode '{p}' (local, interleave, single)"
-                    ))
-                    .with_code(2)
-                })
-        })
-        .collect()
+    c.placement.iter().map(|p| modes::placement(p)).collect()
 }
 
 #[derive(Subcommand, Debug)]

@@ -174,6 +174,21 @@ pub fn resolve_with(
     Ok(opts)
 }
 
+/// The placement mode named `p` (`--placement`), or a usage error (exit 2).
+pub fn placement(p: &str) -> CliResult<mnemofs::PlacementMode> {
+    let p = p.trim();
+    mnemofs::PlacementMode::ALL
+        .iter()
+        .find(|(n, _)| *n == p)
+        .map(|&(_, m)| m)
+        .ok_or_else(|| {
+            CliError::new(format!(
+                "--placement: unknown mode '{p}' (local, interleave, single)"
+            ))
+            .with_code(2)
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

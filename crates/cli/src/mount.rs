@@ -207,16 +207,7 @@ pub fn run(args: &MountArgs) -> CliResult<()> {
     }
     opts.lawn_desc_store = args.desc_store.option();
     if let Some(p) = &args.placement {
-        opts.placement = mnemofs::PlacementMode::ALL
-            .iter()
-            .find(|(n, _)| n == p)
-            .map(|&(_, m)| m)
-            .ok_or_else(|| {
-                CliError::new(format!(
-                    "--placement: unknown mode '{p}' (local, interleave, single)"
-                ))
-                .with_code(2)
-            })?;
+        opts.placement = modes::placement(p)?;
     }
     if let Some(t) = &args.topology {
         opts.topology = Some(
