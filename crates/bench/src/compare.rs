@@ -52,6 +52,8 @@ pub struct Summary {
     /// Median CPU time per operation (steadier than ops/s on a busy machine).
     pub cpu_ns_per_op: f64,
     pub pm_modeled_delay_per_op_ns: f64,
+    /// Median wait per operation behind other threads on a shared write channel.
+    pub pm_modeled_queue_per_op_ns: f64,
     /// Median ops/s over the first variant's at the same thread count.
     pub ratio: Option<f64>,
     /// Page sizes measured over the rounds (`2M`, `4K`, `unknown`; several joined
@@ -84,7 +86,8 @@ pub fn run_compare(
                     rc.image_pages = p;
                 }
                 rc.round = Some(round);
-                let r = crate::runner::run(&rc)?;
+                let mut r = crate::runner::run(&rc)?;
+                r.variant = v.label.clone();
                 each(&r);
                 all.push(r);
             }
@@ -94,21 +97,15 @@ pub fn run_compare(
     Ok((all, summaries))
 }
 
-fn label_of(r: &BenchResult) -> String {
-    format!("{}/{}/{}", r.preset, r.pm_profile, r.image_pages)
-}
-
 /// Medians per (threads, variant) and ratios to the first variant.
 pub fn summarize(cfg: &CompareConfig, all: &[BenchResult]) -> Vec<Summary> {
     let mut out = Vec::new();
     for &threads in &cfg.threads {
         let mut base: Option<f64> = None;
         for v in &cfg.variants {
-            let pages = v.image_pages.unwrap_or(cfg.base.image_pages).name();
-            let key = format!("{}/{}/{pages}", v.preset, v.mount.pm_profile.name);
             let rs: Vec<&BenchResult> = all
                 .iter()
-                .filter(|r| r.threads == threads && label_of(r) == key)
+                .filter(|r| r.threads == threads && r.variant == v.label)
                 .collect();
             if rs.is_empty() {
                 continue;
@@ -147,6 +144,8 @@ pub fn summarize(cfg: &CompareConfig, all: &[BenchResult]) -> Vec<Summary> {
                 cpu_ns_per_op: median(&col(&|r| r.cpu_ns_per_op)).unwrap_or(0.0),
                 pm_modeled_delay_per_op_ns: median(&col(&|r| r.pm_modeled_delay_per_op_ns))
                     .unwrap_or(0.0),
+                pm_modeled_queue_per_op_ns: median(&col(&|r| r.pm_modeled_queue_per_op_ns))
+                    .unwrap_or(0.0),
                 ratio,
                 pages,
             });
@@ -171,6 +170,7 @@ pub fn summary_table(workload: &str, s: &[Summary]) -> String {
         "fence/op",
         "cpu/op",
         "modeled/op",
+        "queue/op",
         "pages",
     ]
     .iter()
@@ -192,6 +192,7 @@ pub fn summary_table(workload: &str, s: &[Summary]) -> String {
             format!("{:.2}", x.fences_per_op),
             ns(x.cpu_ns_per_op as u64),
             ns(x.pm_modeled_delay_per_op_ns as u64),
+            ns(x.pm_modeled_queue_per_op_ns as u64),
             x.pages.clone(),
         ]);
     }

@@ -10,6 +10,9 @@ pub const SCHEMA: &str = "mnemofs-bench/1";
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct BenchResult {
     pub schema: &'static str,
+    /// The `bench compare` variant this run belongs to (its label); empty for a
+    /// single `bench run`.
+    pub variant: String,
     pub workload: String,
     pub family: String,
     /// Preset name, or `preset+lock=L,small-write=W` when modes were overridden.
@@ -57,6 +60,10 @@ pub struct BenchResult {
     /// Busy-wait the PM profile added (ns, all threads).
     pub pm_modeled_delay_ns: u64,
     pub pm_modeled_delay_per_op_ns: f64,
+    /// Busy-wait of fences behind other threads' write-backs on a node's shared
+    /// write channel (ns, all threads; not in `pm_modeled_delay_ns`).
+    pub pm_modeled_queue_ns: u64,
+    pub pm_modeled_queue_per_op_ns: f64,
     pub image: String,
     pub image_size: u64,
     /// Where the image lived: `private tmpfs huge=within_size` (or `huge=never`),

@@ -712,6 +712,7 @@ pub fn measure<E: FileSystem + 'static>(
     let m = &cfg.mount;
     Ok(BenchResult {
         schema: SCHEMA,
+        variant: String::new(),
         workload: cfg.workload.name().to_string(),
         family: cfg.workload.family().to_string(),
         preset: cfg.preset.clone(),
@@ -754,6 +755,8 @@ pub fn measure<E: FileSystem + 'static>(
         fences_per_op: per_op(c.fences),
         pm_modeled_delay_ns: c.modeled_delay_ns,
         pm_modeled_delay_per_op_ns: per_op(c.modeled_delay_ns),
+        pm_modeled_queue_ns: c.modeled_queue_ns,
+        pm_modeled_queue_per_op_ns: per_op(c.modeled_queue_ns),
         image: image.to_string(),
         image_size,
         map_mode: info.map_mode.clone(),

@@ -50,3 +50,43 @@ fn devices_n_makes_the_files_beside_the_first() {
     assert_eq!(r.devices, 2);
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+#[test]
+fn compare_keeps_variants_that_differ_only_in_placement_apart() {
+    use mnemofs_bench::compare::{run_compare, CompareConfig, Variant};
+    let dir = tempfile::tempdir_in(mnemofs_bench::runner::default_image_dir()).unwrap();
+    let mut base = config();
+    base.devices = 2;
+    base.image = Some(dir.path().join("v.img"));
+    let variant = |p: PlacementMode| Variant {
+        label: format!("nova/{}", p.name()),
+        preset: "nova".into(),
+        mount: MountOptions {
+            placement: p,
+            ..base.mount.clone()
+        },
+        image_pages: None,
+    };
+    let cfg = CompareConfig {
+        base: base.clone(),
+        variants: vec![
+            variant(PlacementMode::Local),
+            variant(PlacementMode::Single),
+        ],
+        threads: vec![2],
+        rounds: 1,
+    };
+    let (all, sums) = run_compare(&cfg, |_| {}).unwrap();
+    let places: Vec<(&str, &str)> = all
+        .iter()
+        .map(|r| (r.variant.as_str(), r.placement.as_str()))
+        .collect();
+    assert_eq!(places, [("nova/local", "local"), ("nova/single", "single")]);
+    let rows: Vec<(&str, usize)> = sums
+        .iter()
+        .map(|s| (s.variant.as_str(), s.rounds))
+        .collect();
+    assert_eq!(rows, [("nova/local", 1), ("nova/single", 1)]);
+    // `single` puts every page on device 0: node 1's thread writes nothing local.
+    assert_eq!(all[1].node_bytes[1][1], 0);
+}

@@ -17,6 +17,7 @@ struct Slot {
     flushes: AtomicU64,
     fences: AtomicU64,
     delay_ns: AtomicU64,
+    queue_ns: AtomicU64,
     /// `bytes` again, by (thread node × MAX_NODES + device node).
     node_bytes: [AtomicU64; MAX_NODES * MAX_NODES],
 }
@@ -29,6 +30,7 @@ impl Default for Slot {
             flushes: AtomicU64::new(0),
             fences: AtomicU64::new(0),
             delay_ns: AtomicU64::new(0),
+            queue_ns: AtomicU64::new(0),
             node_bytes: [const { AtomicU64::new(0) }; MAX_NODES * MAX_NODES],
         }
     }
@@ -47,6 +49,7 @@ impl Slot {
             flushes: self.flushes.load(Ordering::Relaxed),
             fences: self.fences.load(Ordering::Relaxed),
             modeled_delay_ns: self.delay_ns.load(Ordering::Relaxed),
+            modeled_queue_ns: self.queue_ns.load(Ordering::Relaxed),
             node_bytes,
         }
     }
@@ -73,6 +76,10 @@ pub struct CounterSnapshot {
     pub fences: u64,
     /// Nanoseconds of busy-wait added by the PM latency profile (0 for `dram`).
     pub modeled_delay_ns: u64,
+    /// Nanoseconds of busy-wait fences spent behind other threads' write-backs
+    /// queued on the same node's write channel (the profile's shared bandwidth; not
+    /// in `modeled_delay_ns`, which is each access's own cost).
+    pub modeled_queue_ns: u64,
     /// `bytes_written` by NUMA node pair: `node_bytes[thread node][device node]` (the
     /// node of the storing thread as [`crate::thread_node`] gave it, and the node of
     /// the device stored to). Sums to `bytes_written`.
@@ -98,6 +105,9 @@ impl CounterSnapshot {
             modeled_delay_ns: self
                 .modeled_delay_ns
                 .saturating_sub(earlier.modeled_delay_ns),
+            modeled_queue_ns: self
+                .modeled_queue_ns
+                .saturating_sub(earlier.modeled_queue_ns),
             node_bytes,
         }
     }
@@ -140,6 +150,7 @@ impl std::ops::AddAssign for CounterSnapshot {
         self.flushes = self.flushes.saturating_add(rhs.flushes);
         self.fences = self.fences.saturating_add(rhs.fences);
         self.modeled_delay_ns = self.modeled_delay_ns.saturating_add(rhs.modeled_delay_ns);
+        self.modeled_queue_ns = self.modeled_queue_ns.saturating_add(rhs.modeled_queue_ns);
         for (row, r) in self.node_bytes.iter_mut().zip(rhs.node_bytes.iter()) {
             for (v, x) in row.iter_mut().zip(r.iter()) {
                 *v = v.saturating_add(*x);
@@ -301,6 +312,14 @@ impl Counters {
         bump(i, &s.delay_ns, ns);
     }
 
+    /// Counts `ns` nanoseconds a fence waited behind other threads' write-backs on
+    /// a shared write channel.
+    #[inline]
+    pub fn add_queue(&self, ns: u64) {
+        let (i, s) = self.slot();
+        bump(i, &s.queue_ns, ns);
+    }
+
     /// Counters of the calling thread only (its slot; beyond 64 live threads, the
     /// slot they share). A slot outlives its thread, so use differences.
     pub fn this_thread(&self) -> CounterSnapshot {
@@ -402,6 +421,7 @@ mod tests {
             flushes: 3,
             fences: 2,
             modeled_delay_ns: 900,
+            modeled_queue_ns: 70,
             ..Default::default()
         };
         a.node_bytes[0][0] = 60;
@@ -412,6 +432,7 @@ mod tests {
             flushes: 1,
             fences: 1,
             modeled_delay_ns: 100,
+            modeled_queue_ns: 20,
             ..Default::default()
         };
         b.node_bytes[0][0] = 20;
@@ -421,7 +442,7 @@ mod tests {
             (d.bytes_written, d.nt_bytes_written, d.flushes, d.fences),
             (70, 30, 2, 1)
         );
-        assert_eq!(d.modeled_delay_ns, 800);
+        assert_eq!((d.modeled_delay_ns, d.modeled_queue_ns), (800, 50));
         assert_eq!((d.node_bytes[0][0], d.node_bytes[1][0]), (40, 30));
         // Saturates at zero.
         assert_eq!(b.since(&a).node_bytes[1][0], 0);

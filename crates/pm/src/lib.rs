@@ -83,7 +83,8 @@ pub use numa::{
     NODE_REFRESH_EVERY,
 };
 pub use profile::{
-    PmProfile, RemoteCost, RemoteTable, SpinClock, MAX_MODELED_DISTANCE, REMOTE_STEPS,
+    PmProfile, RemoteCost, RemoteTable, SpinClock, WriteChannels, MAX_MODELED_DISTANCE,
+    REMOTE_STEPS,
 };
 pub use region::{MapMode, MapPages, MapReport, Pm, PmError, Store16};
 pub use topology::{current_cpu, device_node, pin_to_cpus, Topology, TopologyError};

@@ -38,14 +38,29 @@
 //!   local formulas above, with no factor applied ([`PmProfile::read_cost_ns`],
 //!   [`PmProfile::persist_cost_ns`]).
 //!
+//! **Shared write bandwidth.** A node's PM is one write channel at the profile's
+//! write bandwidth, shared by every thread of the volume that writes to it
+//! ([`WriteChannels`]). A fence queues each class of its pending bytes on the
+//! channel of the node they go to, for their transfer time at the class's bandwidth
+//! (a remote class occupies the channel longer: Yang et al.'s remote write
+//! bandwidth with four threads, ÷2.29, is as low as with one, so the loss is in
+//! the device's throughput, not only in one thread's), and waits behind whatever was
+//! queued there first, on the most loaded channel it joins. An idle channel adds
+//! nothing: one thread alone is charged exactly the formulas above. The wait is
+//! counted apart from the own cost ([`crate::CounterSnapshot::modeled_queue_ns`]).
+//! This is what makes one node's device the bottleneck when every thread writes to
+//! it (MBS-LVM's baseline), and what spreading writes over nodes relieves.
+//!
 //! Not modeled: the 256-byte internal write granularity of Optane (read-modify-write
-//! inside the DIMM), contention between threads for one device's bandwidth (each
-//! thread pays its own transfer time), the collapse of remote Optane bandwidth under
-//! mixed read/write and multi-threaded traffic that Yang et al. report, and cache
-//! hits on reads.
+//! inside the DIMM), several devices on one node (they share one channel here),
+//! read bandwidth shared between threads (each read pays its own transfer time),
+//! the collapse of remote Optane bandwidth under mixed read/write traffic that Yang
+//! et al. report, and cache hits on reads.
 
 use crate::numa::{LOCAL_DISTANCE, MAX_NODES};
+use crossbeam_utils::CachePadded;
 use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -461,40 +476,113 @@ pub(crate) fn take_pending_writes() -> [u64; MAX_NODES] {
     out
 }
 
+/// The write channels of one volume: for each NUMA node, when the write-backs
+/// queued on that node's PM so far will have been transferred (a
+/// [`SpinClock::ticks`] reading). A fence queues its thread's pending bytes on the
+/// channel of each node they go to and waits behind what is already queued there:
+/// a node's write bandwidth is shared by every thread writing to it (see the module
+/// documentation). One per profiled volume, shared by its devices.
+#[derive(Debug, Default)]
+pub struct WriteChannels {
+    busy: [CachePadded<AtomicU64>; MAX_NODES],
+}
+
+impl WriteChannels {
+    /// Queues `ticks` of transfer on `node`'s channel by a thread arriving at `now`;
+    /// returns the ticks it waits behind transfers queued before it (0 when the
+    /// channel is idle).
+    #[inline]
+    fn queue(&self, node: usize, now: u64, ticks: u64) -> u64 {
+        let busy = &self.busy[node % MAX_NODES];
+        let mut cur = busy.load(Ordering::Relaxed);
+        loop {
+            let start = cur.max(now);
+            // Relaxed: the channel's time is the only datum; no other memory is
+            // published through it.
+            match busy.compare_exchange_weak(
+                cur,
+                start.saturating_add(ticks),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return start - now,
+                Err(c) => cur = c,
+            }
+        }
+    }
+}
+
+/// What one fence is charged: its own modeled cost (latency and transfer, as if
+/// alone: [`PmProfile::persist_cost_ns`] / [`PmProfile::persist_cost_at_ns`]) and the
+/// time it waits behind other threads' transfers queued on the same channels.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct FenceCharge {
+    pub own_ns: u64,
+    pub queue_ns: u64,
+}
+
 /// Takes the calling thread's pending written-back bytes and returns what the fence
 /// that drains them costs under `p`, for a thread on `thread_node`: bytes pending
 /// only to devices on the thread's own node cost exactly
 /// [`PmProfile::persist_cost_ns`]; otherwise each device node is a class at its
-/// distance from `thread_node` ([`PmProfile::persist_cost_at_ns`]).
+/// distance from `thread_node` ([`PmProfile::persist_cost_at_ns`]). The bytes are
+/// queued on `channels` (each class at its own bandwidth), and the fence also waits
+/// for the longest queue ahead of them.
 #[inline]
-pub(crate) fn take_pending_cost_ns(p: &PmProfile, thread_node: u32) -> u64 {
+pub(crate) fn take_pending_charge(
+    p: &PmProfile,
+    thread_node: u32,
+    channels: &WriteChannels,
+    clock: &SpinClock,
+) -> FenceCharge {
     let t = thread_node as usize % MAX_NODES;
     let mask = PENDING_NODES.with(|m| m.get());
     if mask == 1 << t {
-        // Local only: the single-node model, exactly.
+        // Local only: the single-node model, exactly, plus the queue.
         PENDING_NODES.with(|m| m.set(0));
-        return p.persist_cost_ns(PENDING_BYTES.with(|b| b[t].replace(0)));
+        let bytes = PENDING_BYTES.with(|b| b[t].replace(0));
+        let own_ns = p.persist_cost_ns(bytes);
+        let ticks = clock.ns_to_ticks(transfer_ns(bytes, p.write_bandwidth));
+        let queued = channels.queue(t, clock.ticks(), ticks);
+        return FenceCharge {
+            own_ns,
+            queue_ns: clock.ticks_to_ns(queued),
+        };
     }
     if mask == 0 {
-        return 0;
+        return FenceCharge::default();
     }
-    take_pending_mixed_cost_ns(p, thread_node)
+    take_pending_mixed_charge(p, thread_node, channels, clock)
 }
 
-/// [`take_pending_cost_ns`] with bytes pending to other nodes than the thread's.
+/// [`take_pending_charge`] with bytes pending to other nodes than the thread's.
 #[cold]
 #[inline(never)]
-fn take_pending_mixed_cost_ns(p: &PmProfile, thread_node: u32) -> u64 {
+fn take_pending_mixed_charge(
+    p: &PmProfile,
+    thread_node: u32,
+    channels: &WriteChannels,
+    clock: &SpinClock,
+) -> FenceCharge {
     let pending = take_pending_writes();
     let mut classes = [(0u32, 0u64); MAX_NODES];
     let mut n = 0;
+    let now = clock.ticks();
+    let mut queued = 0;
     for (node, &bytes) in pending.iter().enumerate() {
         if bytes != 0 {
-            classes[n] = (crate::numa::node_distance(thread_node, node as u32), bytes);
+            let distance = crate::numa::node_distance(thread_node, node as u32);
+            classes[n] = (distance, bytes);
             n += 1;
+            let divisor = p.remote(distance).write_bandwidth;
+            let ticks = clock.ns_to_ticks(transfer_scaled_ns(bytes, p.write_bandwidth, divisor));
+            queued = queued.max(channels.queue(node, now, ticks));
         }
     }
-    p.persist_cost_at_ns(&classes[..n])
+    FenceCharge {
+        own_ns: p.persist_cost_at_ns(&classes[..n]),
+        queue_ns: clock.ticks_to_ns(queued),
+    }
 }
 
 /// A calibrated busy-wait clock: the time-stamp counter where it is invariant
@@ -840,6 +928,12 @@ mod tests {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         let o = PmProfile::OPTANE;
+        // Fresh channels each time: nothing queued ahead, the own cost only.
+        let take_pending_cost_ns = |o: &PmProfile, node: u32| {
+            let c = take_pending_charge(o, node, &WriteChannels::default(), SpinClock::get());
+            assert_eq!(c.queue_ns, 0);
+            c.own_ns
+        };
         let _ = take_pending_writes();
         assert_eq!(take_pending_cost_ns(&o, 0), 0);
         // Only the thread's own node: the local formula.
@@ -857,6 +951,64 @@ mod tests {
         add_pending_write(1, 4096);
         assert_eq!(take_pending_cost_ns(&o, 1), 149 + 1780 + 68);
         assert_eq!(take_pending_cost_ns(&o, 1), 0);
+    }
+
+    #[test]
+    fn a_channel_queues_transfers_in_arrival_order() {
+        let ch = WriteChannels::default();
+        // Idle: no wait; the channel is busy until 100 + 50.
+        assert_eq!(ch.queue(0, 100, 50), 0);
+        // Arriving at 120, behind it: waits 30, then busy until 200.
+        assert_eq!(ch.queue(0, 120, 50), 30);
+        // Another node's channel is independent.
+        assert_eq!(ch.queue(1, 120, 50), 0);
+        // Arriving after the channel went idle: no wait, and the idle time is not
+        // credited.
+        assert_eq!(ch.queue(0, 500, 10), 0);
+        assert_eq!(ch.queue(0, 505, 10), 5);
+    }
+
+    #[test]
+    fn concurrent_fences_share_a_channel_without_losing_a_transfer() {
+        // 4 threads × 1000 one-tick transfers, all arriving at time 0: every
+        // transfer gets its own slot, so the waits are exactly 0..4000 in some order.
+        let ch = WriteChannels::default();
+        let waits: Vec<u64> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4)
+                .map(|_| s.spawn(|| (0..1000).map(|_| ch.queue(3, 0, 1)).collect::<Vec<_>>()))
+                .collect();
+            hs.into_iter()
+                .flat_map(|h| h.join().unwrap_or_default())
+                .collect()
+        });
+        let mut w = waits;
+        w.sort_unstable();
+        assert_eq!(w, (0..4000).collect::<Vec<u64>>());
+    }
+
+    #[test]
+    fn a_fence_waits_behind_the_longest_queue_it_joins() {
+        let _g = crate::numa::TEST_LOCK
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let o = PmProfile::OPTANE;
+        let clock = SpinClock::get();
+        let ch = WriteChannels::default();
+        let _ = take_pending_writes();
+        // Another thread has 1 ms of transfers queued on node 1's channel.
+        let ahead = clock.ns_to_ticks(1_000_000);
+        ch.queue(1, clock.ticks(), ahead);
+        // A local-only fence on node 0 does not wait for it.
+        add_pending_write(0, 4096);
+        let c = take_pending_charge(&o, 0, &ch, clock);
+        assert_eq!((c.own_ns, c.queue_ns), (o.persist_cost_ns(4096), 0));
+        // A fence with bytes for node 1 waits most of that millisecond (less the
+        // time since it was queued), and its own cost is unchanged.
+        add_pending_write(0, 64);
+        add_pending_write(1, 64);
+        let c = take_pending_charge(&o, 0, &ch, clock);
+        assert_eq!(c.own_ns, o.persist_cost_at_ns(&[(10, 64), (21, 64)]));
+        assert!(c.queue_ns > 500_000 && c.queue_ns <= 1_000_000, "{c:?}");
     }
 
     #[test]

@@ -23,7 +23,7 @@
 
 use crate::counters::CounterSnapshot;
 use crate::flush::FlushKind;
-use crate::profile::PmProfile;
+use crate::profile::{PmProfile, WriteChannels};
 use crate::region::{MapMode, MapReport, Pm, PmError, Store16};
 use crate::trace::{Marker, StoreKind, Tracer};
 use std::sync::Arc;
@@ -247,8 +247,10 @@ impl Volume {
 
     /// Sets the latency profile charged from now on, on every device.
     pub fn set_profile(&mut self, p: PmProfile) {
+        // One set of write channels: every device's fences queue on the same nodes.
+        let channels = Arc::<WriteChannels>::default();
         for d in &mut self.devs {
-            d.pm.set_profile(p);
+            d.pm.set_profile_on(p, channels.clone());
         }
     }
 

@@ -5,7 +5,7 @@ use super::{MapMode, Pm, PmError};
 use crate::counters::CounterSnapshot;
 use crate::flush::{flush_line, sfence, FlushKind};
 use crate::numa::{self, MAX_NODES};
-use crate::profile::{self, PmProfile, SpinClock};
+use crate::profile::{self, PmProfile, SpinClock, WriteChannels};
 use crate::trace::{Marker, StoreKind, Tracer};
 use crate::CACHE_LINE;
 use std::sync::Arc;
@@ -28,10 +28,16 @@ impl Pm {
     /// Sets the latency profile charged from now on (`PmProfile::DRAM`: none). See
     /// the `profile` module for where each cost is charged.
     pub fn set_profile(&mut self, p: PmProfile) {
+        self.set_profile_on(p, Arc::default());
+    }
+
+    /// [`Pm::set_profile`] with the write channels this region's fences queue on
+    /// (a volume gives all its devices the same ones).
+    pub(crate) fn set_profile_on(&mut self, p: PmProfile, channels: Arc<WriteChannels>) {
         self.profile = if p.is_free() {
             None
         } else {
-            Some((p, SpinClock::get()))
+            Some((p, SpinClock::get(), channels))
         };
         // Write-backs made before the profile was set are not charged to it.
         let _ = profile::take_pending_writes();
@@ -39,7 +45,9 @@ impl Pm {
 
     /// The latency profile in force.
     pub fn profile(&self) -> PmProfile {
-        self.profile.map_or(PmProfile::DRAM, |(p, _)| p)
+        self.profile
+            .as_ref()
+            .map_or(PmProfile::DRAM, |(p, _, _)| *p)
     }
 
     /// Places the device on NUMA `node` (0 until set): accesses from threads on
@@ -67,7 +75,7 @@ impl Pm {
     /// thread on the device's node) or at the distance between the two nodes.
     #[inline]
     pub(super) fn charge_read(&self, len: u64) {
-        if let Some((p, clock)) = &self.profile {
+        if let Some((p, clock, _)) = &self.profile {
             let t = numa::thread_node();
             let ns = if t == self.node {
                 p.read_cost_ns(len)
@@ -273,13 +281,17 @@ impl Pm {
         // Every fence (profiled or not) is where the thread's cached node is kept
         // current; the counters' hot path only reads it.
         let node = numa::thread_node();
-        if let Some((p, clock)) = &self.profile {
+        if let Some((p, clock, channels)) = &self.profile {
             // The fence waits for this thread's write-backs to reach PM, on every
             // device: local ones exactly as `persist_cost_ns`, remote ones at their
-            // distance (see the `profile` module).
-            let ns = profile::take_pending_cost_ns(p, node);
-            clock.spin(ns);
-            self.counters.add_delay(ns);
+            // distance, and behind what other threads queued on the same nodes'
+            // channels first (see the `profile` module).
+            let c = profile::take_pending_charge(p, node, channels, clock);
+            clock.spin(c.own_ns.saturating_add(c.queue_ns));
+            self.counters.add_delay(c.own_ns);
+            if c.queue_ns != 0 {
+                self.counters.add_queue(c.queue_ns);
+            }
         }
         self.counters.add_fence();
         if let Some(t) = &self.tracer {

@@ -21,7 +21,7 @@ pub use store16::Store16;
 
 use crate::counters::Counters;
 use crate::flush::FlushKind;
-use crate::profile::{PmProfile, SpinClock};
+use crate::profile::{PmProfile, SpinClock, WriteChannels};
 use crate::trace::Tracer;
 use std::fs::File;
 use std::path::PathBuf;
@@ -100,8 +100,9 @@ pub struct Pm {
     /// AVX present: an aligned 16-byte SSE store is single-copy atomic.
     has_avx: bool,
     /// Latency profile charged on reads and persists; `None` for `dram` (no cost,
-    /// no work on the hot paths).
-    profile: Option<(PmProfile, &'static SpinClock)>,
+    /// no work on the hot paths), the clock it spins on, and the write channels its
+    /// fences queue on (shared by a volume's devices).
+    profile: Option<(PmProfile, &'static SpinClock, Arc<WriteChannels>)>,
     /// NUMA node of the device ([`Pm::set_node`]).
     node: u32,
     /// `madvise(MADV_HUGEPAGE)` was accepted on the mapping.

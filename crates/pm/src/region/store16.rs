@@ -220,7 +220,7 @@ impl Pm {
                 nt = nt.min(round(Store16::NonTemporal));
                 cached = cached.min(round(Store16::Cached));
             }
-            if let Some((p, _)) = &self.profile {
+            if let Some((p, _, _)) = &self.profile {
                 let n = ptrs.len() as u64;
                 nt += n * p.persist_cost_ns(16);
                 cached += n * p.persist_cost_ns(CACHE_LINE);
