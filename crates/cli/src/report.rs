@@ -80,12 +80,14 @@ pub fn render_stats(what: &str, v: &Value) -> String {
             let (dd, df) = (u(d, "data_blocks"), u(d, "free_blocks"));
             let _ = writeln!(
                 o,
-                "  device {:<6} {} (node {node}): {} free of {} ({})",
+                "  device {:<6} {} (node {node}): {} free of {} ({}), inodes {} free of {}",
                 u(d, "index"),
                 s(d, "path"),
                 format_bytes(df.saturating_mul(bs)),
                 format_bytes(dd.saturating_mul(bs)),
                 percent(df, dd),
+                u(d, "inodes_free"),
+                u(d, "inodes"),
             );
             let e = per_node.entry(node).or_default();
             e.0 = e.0.saturating_add(dd);

@@ -461,24 +461,24 @@ pub fn mkfs_anonymous(sizes: &[u64], opts: &crate::MkfsOptions) -> Result<Volume
         blocks.push(b);
     }
     let mut volume = Volume::from_parts(parts)?;
-    let mut geo = crate::format::Geometry::compute_zoned(
+    let geo = crate::mkfs::volume_geometry(
         volume.len(),
+        &blocks,
         opts.cpus.max(1),
-        opts.inodes,
+        opts,
         crate::mkfs::MKFS_PM_MIN,
-        crate::format::ZoneParams {
-            percent: opts.zone_percent,
-            slot_size: opts.slot_size,
-        },
     )?;
-    geo.set_devices(&blocks)
-        .map_err(|e| FsError::Volume(format!("device 0: {e}")))?;
     let uuid = crate::mkfs::uuid_of(&geo);
     let table = DeviceTable {
         uuid,
         devices: blocks
             .iter()
-            .map(|&b| crate::format::DeviceEntry { blocks: b, node: 0 })
+            .zip(geo.dev_inodes)
+            .map(|(&b, inodes)| crate::format::DeviceEntry {
+                blocks: b,
+                node: 0,
+                inodes: inodes as u32,
+            })
             .collect(),
     };
     // Later devices' headers: outside the global space, through each device.

@@ -525,6 +525,12 @@ impl Fs {
                     blocks: d.blocks,
                     data_blocks: hi.saturating_sub(lo),
                     free_blocks,
+                    inodes: if i == 0 {
+                        geo.inode_count
+                    } else {
+                        geo.dev_inodes.get(i).copied().unwrap_or(0)
+                    },
+                    inodes_free: self.table.free_count_on(i),
                 }
             })
             .collect()
@@ -555,7 +561,7 @@ impl Fs {
             devices: self.device_stats(),
             placement: s.space.placement().mode().name().to_string(),
             cpus: s.geo.cpus,
-            inodes_total: s.geo.inode_count,
+            inodes_total: s.geo.inodes(),
             inodes_used: self.table.used(),
             log_pages,
             data_pages,

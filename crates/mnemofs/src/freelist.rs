@@ -48,9 +48,7 @@ pub(crate) fn read_saved_freelist(
     for (i, e) in bytes.chunks_exact(EXT).enumerate() {
         let s = get_u64(e, FREELIST_EXT_START_OFF);
         let l = get_u64(e, FREELIST_EXT_LEN_OFF);
-        let inside = l != 0
-            && geo.is_data_block(s)
-            && s.checked_add(l).is_some_and(|end| end <= geo.total_blocks);
+        let inside = geo.is_data_run(s, l);
         if !inside {
             return Err(format!(
                 "saved free list: extent {i} (blocks {s}+{l}) is not inside the data area"

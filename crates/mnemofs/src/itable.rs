@@ -18,10 +18,11 @@ const SHARDS: usize = 64;
 /// An inode's state, locked.
 pub(crate) type Guard = ArcMutexGuard<RawMutex, InodeState>;
 
-/// DRAM inode table: sharded map plus per-CPU free inode lists.
+/// DRAM inode table: sharded map plus free inode lists per device and CPU.
 pub(crate) struct InodeTable {
     geo: Geometry,
     shards: Vec<RwLock<HashMap<Ino, Arc<Inode>>>>,
+    /// Free inode numbers of device `d` and CPU share `c` at `d * cpus + c`.
     free: Vec<Mutex<Vec<Ino>>>,
     used: AtomicU64,
     lock_mode: LockMode,
@@ -39,7 +40,9 @@ impl InodeTable {
         let table = InodeTable {
             geo,
             shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
-            free: (0..geo.cpus).map(|_| Mutex::new(Vec::new())).collect(),
+            free: (0..geo.cpus.saturating_mul(geo.devices.max(1)))
+                .map(|_| Mutex::new(Vec::new()))
+                .collect(),
             used: AtomicU64::new(states.len() as u64),
             lock_mode: opts.lock,
             segment_size: opts.segment_size,
@@ -47,7 +50,7 @@ impl InodeTable {
         // Lowest numbers are handed out first.
         free_inos.sort_unstable_by(|a, b| b.cmp(a));
         for ino in free_inos {
-            table.free[geo.ino_cpu(ino) as usize].lock().push(ino);
+            table.free[table.free_list(ino)].lock().push(ino);
         }
         for (ino, st) in states {
             let inode = Arc::new(Inode::new(st, opts.lock, opts.segment_size));
@@ -66,6 +69,17 @@ impl InodeTable {
     /// Free inode numbers.
     pub fn free_count(&self) -> u64 {
         self.free.iter().map(|f| f.lock().len() as u64).sum()
+    }
+
+    /// Free inode numbers of device `d`'s table.
+    pub fn free_count_on(&self, d: usize) -> u64 {
+        let cpus = (self.geo.cpus as usize).max(1);
+        self.free
+            .iter()
+            .skip(d.saturating_mul(cpus))
+            .take(cpus)
+            .map(|f| f.lock().len() as u64)
+            .sum()
     }
 
     /// Every live inode (handles collected first: a shard lock is never held while
@@ -109,22 +123,39 @@ impl InodeTable {
         Ok(out)
     }
 
-    pub fn alloc_ino(&self) -> Result<Ino> {
+    /// The free list inode `ino` goes back to.
+    fn free_list(&self, ino: Ino) -> usize {
+        let cpus = self.geo.cpus as usize;
+        (self.geo.ino_device(ino) * cpus + self.geo.ino_cpu(ino) as usize) % self.free.len()
+    }
+
+    /// A free inode number: on the devices of `devices` in that order (the
+    /// placement's order for the calling thread: its own node's first), then on any
+    /// other; on each, the calling CPU's share first.
+    pub fn alloc_ino(&self, devices: &[usize]) -> Result<Ino> {
         // SAFETY: sched_getcpu has no preconditions.
         let c = unsafe { libc::sched_getcpu() };
-        let n = self.free.len();
-        let first = if c < 0 { 0 } else { c as usize % n };
-        for k in 0..n {
-            if let Some(ino) = self.free[(first + k) % n].lock().pop() {
-                self.used.fetch_add(1, Ordering::Relaxed);
-                return Ok(ino);
+        let cpus = (self.geo.cpus as usize).max(1);
+        let ndev = self.free.len() / cpus;
+        let first = if c < 0 { 0 } else { c as usize % cpus };
+        let mut tried = 0u64;
+        for d in devices.iter().copied().chain(0..ndev) {
+            if d >= ndev || tried & (1 << d) != 0 {
+                continue;
+            }
+            tried |= 1 << d;
+            for k in 0..cpus {
+                if let Some(ino) = self.free[d * cpus + (first + k) % cpus].lock().pop() {
+                    self.used.fetch_add(1, Ordering::Relaxed);
+                    return Ok(ino);
+                }
             }
         }
         Err(FsError::NoSpace)
     }
 
     pub fn release_ino(&self, ino: Ino) {
-        self.free[self.geo.ino_cpu(ino) as usize].lock().push(ino);
+        self.free[self.free_list(ino)].lock().push(ino);
         self.used.fetch_sub(1, Ordering::Relaxed);
     }
 

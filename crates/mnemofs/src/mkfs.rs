@@ -48,35 +48,74 @@ pub fn mkfs_devices(specs: &[DeviceSpec], opts: &MkfsOptions) -> Result<Vec<Devi
         opts.cpus
     };
     let (volume, devices, uuid) = crate::devices::create(specs, opts.size, opts.force)?;
-    let mut geo = Geometry::compute_zoned(
-        volume.len(),
-        cpus,
-        opts.inodes,
-        crate::format::MIN_SIZE,
-        zone_params(opts),
-    )?;
     let blocks: Vec<u64> = devices.iter().map(|d| d.blocks).collect();
-    geo.set_devices(&blocks).map_err(|e| {
-        FsError::Volume(format!(
-            "{}: {e}; give device 0 more room",
-            devices[0].path.display()
-        ))
-    })?;
+    let geo = volume_geometry(volume.len(), &blocks, cpus, opts, crate::format::MIN_SIZE).map_err(
+        |e| match e {
+            FsError::Volume(m) => FsError::Volume(format!(
+                "{}: {m}; give device 0 more room",
+                devices[0].path.display()
+            )),
+            e => e,
+        },
+    )?;
     let pm = Vol::from_volume(volume);
-    format(&pm, &geo, &table_of(uuid, &devices));
+    format(&pm, &geo, &table_of(uuid, &geo, &devices));
     pm.sync_to_file();
     Ok(devices)
 }
 
-/// The device table of `devices`.
-fn table_of(uuid: [u8; 16], devices: &[DeviceInfo]) -> DeviceTable {
+/// The geometry of a volume of `len` bytes over devices of `blocks`: one device
+/// is laid out as ever; with several, the inode slots asked for (or one per 16
+/// KiB) are shared out in proportion to the devices' sizes, device 0's in the
+/// metadata area and each later device's in a table at its start (so that a
+/// file's inode can be on its creator's node). An error that a device cannot hold
+/// its part is [`FsError::Volume`].
+pub(crate) fn volume_geometry(
+    len: u64,
+    blocks: &[u64],
+    cpus: u32,
+    opts: &MkfsOptions,
+    min: u64,
+) -> Result<Geometry> {
+    let total: u64 = blocks.iter().fold(0u64, |a, &b| a.saturating_add(b));
+    let wanted = Geometry::inodes_for(len, opts.inodes);
+    let cpus64 = u64::from(cpus.clamp(1, 64));
+    // `wanted × blocks[i] / total`, exact in u128 and at most `wanted`.
+    let share = |b: u64| -> u64 {
+        let s = u128::from(wanted) * u128::from(b) / u128::from(total.max(1));
+        u64::try_from(s).unwrap_or(wanted)
+    };
+    let first = if blocks.len() <= 1 {
+        opts.inodes
+    } else {
+        share(blocks[0]).max(16)
+    };
+    let mut geo = Geometry::compute_zoned(len, cpus, first, min, zone_params(opts))?;
+    geo.set_devices(blocks).map_err(FsError::Volume)?;
+    if blocks.len() > 1 {
+        let mut inodes = vec![0u64; blocks.len()];
+        for (i, &b) in blocks.iter().enumerate().skip(1) {
+            // At most half of the device, and what a table entry can count.
+            let half = b.saturating_mul(crate::format::BLOCK) / 2 / crate::format::INODE_SIZE;
+            let n = share(b).min(half).min(u64::from(u32::MAX));
+            inodes[i] = n / cpus64 * cpus64;
+        }
+        geo.set_device_inodes(&inodes).map_err(FsError::Volume)?;
+    }
+    Ok(geo)
+}
+
+/// The device table of a volume of geometry `geo` over `devices`.
+fn table_of(uuid: [u8; 16], geo: &Geometry, devices: &[DeviceInfo]) -> DeviceTable {
     DeviceTable {
         uuid,
         devices: devices
             .iter()
-            .map(|d| DeviceEntry {
+            .enumerate()
+            .map(|(i, d)| DeviceEntry {
                 blocks: d.blocks,
                 node: d.node.unwrap_or(NODE_UNKNOWN),
+                inodes: geo.dev_inodes.get(i).map_or(0, |&n| n as u32),
             })
             .collect(),
     }
@@ -98,6 +137,7 @@ pub fn mkfs_pm(pm: &mut Pm, opts: &MkfsOptions) -> Result<()> {
         devices: vec![DeviceEntry {
             blocks: geo.total_blocks,
             node: NODE_UNKNOWN,
+            inodes: 0,
         }],
     };
     Vol::with_borrowed(pm, |v| format(v, &geo, &table))?;
@@ -166,7 +206,28 @@ pub(crate) fn format(pm: &Vol, geo: &Geometry, table: &DeviceTable) {
     pm.store_u64(ioff + INO_TAIL_OFF, pos.get());
     pm.store_u64(ioff + INO_VALID_OFF, 1);
     pm.flush(ioff, 128);
-    crate::freelist::save_freelist(pm, geo, &[(geo.data_start + 1, geo.data_blocks() - 1)]);
+    // The later devices' inode tables (all clear: no slot valid).
+    for d in 1..geo.devices as usize {
+        let at = BlockNo(geo.dev_start(d)).off();
+        let len = BlockNo(geo.dev_inode_blocks(d)).off().get();
+        pm.zero(at, len);
+        pm.flush(at, len);
+    }
+    // Free: every data block but the root's first log page, device by device (the
+    // later devices' inode tables are not data blocks).
+    let free: Vec<(u64, u64)> = (0..geo.devices as usize)
+        .map(|d| geo.device_data(d))
+        .map(|(lo, hi)| {
+            if lo == root_page {
+                (lo + 1, hi)
+            } else {
+                (lo, hi)
+            }
+        })
+        .filter(|&(lo, hi)| hi > lo)
+        .map(|(lo, hi)| (lo, hi - lo))
+        .collect();
+    crate::freelist::save_freelist(pm, geo, &free);
     // The device table in both superblock blocks, and device 0's header in block 0
     // (docs/FORMAT.md §2.10).
     let t = table.encode();

@@ -257,7 +257,7 @@ impl Namespace<'_> {
             blocks: self.store.geo.data_blocks(),
             blocks_free: free,
             blocks_avail: self.store.space.available().saturating_add(zone),
-            files: self.store.geo.inode_count,
+            files: self.store.geo.inodes(),
             files_free: ifree,
             name_max: NAME_MAX as u32,
         }
@@ -425,7 +425,7 @@ impl Namespace<'_> {
                 None => perm &= !umask,
             }
         }
-        let ino = self.table.alloc_ino()?;
+        let ino = self.table.alloc_ino(&self.store.space.inode_order())?;
         let size = target.map(|t| t.len() as u64).unwrap_or(0);
         let mut centries = Vec::new();
         let mut data_block = None;
@@ -654,7 +654,7 @@ impl Namespace<'_> {
     /// Whether directory `a` is `d` or one of its ancestors (rename lock held).
     fn is_ancestor(&self, a: Ino, d: Ino) -> Result<bool> {
         let mut cur = d;
-        for _ in 0..=self.store.geo.inode_count {
+        for _ in 0..=self.store.geo.inodes() {
             if cur == a {
                 return Ok(true);
             }
@@ -892,7 +892,7 @@ impl Namespace<'_> {
             // create's).
             let mut whiteout = None;
             if let Some((uid, gid)) = flags.whiteout {
-                let ino = self.table.alloc_ino()?;
+                let ino = self.table.alloc_ino(&self.store.space.inode_order())?;
                 let generation = self
                     .table
                     .write_slot(&self.store.vol, ino, FileKind::CharDevice);

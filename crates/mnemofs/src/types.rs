@@ -579,6 +579,10 @@ pub struct DeviceStats {
     pub data_blocks: u64,
     /// Free data blocks.
     pub free_blocks: u64,
+    /// Inode slots on the device (device 0: the metadata area's table).
+    pub inodes: u64,
+    /// Of those, free.
+    pub inodes_free: u64,
 }
 
 /// Geometry, space and counters of a mounted file system.

@@ -68,6 +68,12 @@ fn a_volume_of_three_devices_keeps_its_files_across_remounts_in_any_order() {
         }
     }
     assert_eq!(used, [true, true, true]);
+    // Their inode slots too, round robin: each device's inode table holds some.
+    let mut slots = [0; 3];
+    for &ino in &inos {
+        slots[g.ino_device(ino)] += 1;
+    }
+    assert_eq!(slots, [8, 8, 8]);
     let check = |fs: &Fs| {
         for i in 0..24 {
             let a = fs.lookup(ROOT_INO, format!("f{i}").as_bytes()).unwrap();
@@ -198,5 +204,41 @@ fn a_damaged_device_table_is_repaired_from_its_replica_and_both_damaged_refused(
         Err(FsError::Volume(m)) => assert!(m.contains("device table"), "{m}"),
         Err(e) => panic!("not a volume error: {e}"),
         Ok(_) => panic!("mounted with both device tables damaged"),
+    }
+}
+
+#[test]
+fn a_device_table_whose_inode_table_does_not_fit_its_device_is_refused() {
+    use mnemofs::format::{DeviceTable, TABLE_OFF};
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let all = specs(dir.path(), &["a", "b"]);
+    let o = MkfsOptions {
+        size: 12 << 20,
+        cpus: 2,
+        ..Default::default()
+    };
+    mkfs_devices(&all, &o).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dir.path().join("a"))
+        .unwrap();
+    let mut b = vec![0u8; 256];
+    f.read_exact_at(&mut b, TABLE_OFF).unwrap();
+    let good = DeviceTable::decode(&b).unwrap().unwrap();
+    assert!(good.devices[1].inodes > 0, "{good:?}");
+    for (inodes, what) in [(u32::MAX - 1, "leaves no data block"), (3, "multiple")] {
+        let mut t = good.clone();
+        t.devices[1].inodes = inodes;
+        for at in [TABLE_OFF, 4096 + TABLE_OFF] {
+            f.write_all_at(&t.encode(), at).unwrap();
+        }
+        match mount_devices(&all, &opts(PlacementMode::Local)) {
+            Err(FsError::Corrupt(m)) => assert!(m.contains(what), "{m}"),
+            Err(e) => panic!("not a corruption error: {e}"),
+            Ok(_) => panic!("mounted with {inodes} inodes on device 1"),
+        }
+        assert!(fsck_devices(&all).is_err() || !fsck_devices(&all).unwrap().is_clean());
     }
 }

@@ -99,10 +99,12 @@ fn eight_writers_on_four_nodes_write_locally() {
             log.iter().all(|&d| d == node as usize),
             "log devices {log:?}"
         );
+        // The inode slot too: in node n's device's inode table.
+        assert_eq!(fs.geometry().ino_device(ino), node as usize, "inode {ino}");
     }
     // The counters by (thread node, device node): every thread wrote ≥ 99 % of its
-    // bytes to its own node's device (the rest: its inode's tail word in the inode
-    // table, on device 0).
+    // bytes to its own node's device (the rest: the root directory's entry for its
+    // file, on device 0).
     let c = fs.pm_counters().since(&before);
     for n in 0..4 {
         let row = c.node_bytes[n];
@@ -166,4 +168,48 @@ fn a_full_device_sends_writes_to_the_nearest_with_room_until_space_is_freed() {
     for d in 0..4 {
         assert!(data.contains(&d), "interleave missed device {d}: {data:?}");
     }
+}
+
+#[test]
+fn a_new_file_s_inode_follows_the_placement() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = volume(dir.path(), 16 << 20, PlacementMode::Single);
+    let g = *fs.geometry();
+    // Every later device has an inode table, in proportion to its size.
+    assert!((1..4).all(|d| g.dev_inodes[d] > 0), "{:?}", g.dev_inodes);
+    for node in 0..4 {
+        let ino = write_file(&fs, node, &format!("s{node}"), 4096).unwrap();
+        assert_eq!(g.ino_device(ino), 0, "single: every inode on device 0");
+    }
+    fs.unmount().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fs = volume(dir.path(), 16 << 20, PlacementMode::Local);
+    let g = *fs.geometry();
+    // Node 2 fills its device's inode table, then takes the nearest device's
+    // (node 2's order: 2, then 0 and 3 at 16, then 1 at 22).
+    let mut devs = Vec::new();
+    for k in 0..g.dev_inodes[2] + 1 {
+        pm::set_thread_node(Some(2));
+        let a = fs
+            .create(ROOT_INO, format!("n{k}").as_bytes(), 0o644, 0, 0)
+            .unwrap();
+        devs.push(g.ino_device(a.ino));
+    }
+    let last = devs.pop().unwrap();
+    assert!(devs.iter().all(|&d| d == 2), "{devs:?}");
+    assert_eq!(last, 0);
+    // They all come back after a remount, and fsck is clean.
+    fs.unmount().unwrap();
+    let m = MountOptions {
+        topology: Some(TOPOLOGY.parse().unwrap()),
+        ..MountOptions::default()
+    };
+    let fs = mount_devices(&specs(dir.path(), false), &m).unwrap();
+    for k in 0..=g.dev_inodes[2] {
+        fs.lookup(ROOT_INO, format!("n{k}").as_bytes()).unwrap();
+    }
+    fs.unmount().unwrap();
+    assert!(mnemofs::fsck_devices(&specs(dir.path(), false))
+        .unwrap()
+        .is_clean());
 }

@@ -84,7 +84,7 @@ impl Map {
             redo_live: Vec::new(),
             descs: Vec::new(),
         };
-        for ino in 1..=geo.inode_count {
+        for ino in 1..=geo.inodes() {
             let s = geo.inode_off(ino).get() as usize;
             let slot = &img[s..s + format::INODE_SIZE as usize];
             if format::get_u64(slot, 0) != 1 {

@@ -104,7 +104,7 @@ fn special(rng: &mut StdRng, m: &Map, old: u64) -> u64 {
         9 => g.total_blocks,
         10 => rng.random_range(g.data_start..g.total_blocks),
         11 if !pages.is_empty() => pages[rng.random_range(0..pages.len())].1 * BLOCK,
-        12 => g.inode_off(rng.random_range(1..=g.inode_count)).get(),
+        12 => g.inode_off(rng.random_range(1..=g.inodes())).get(),
         13 => old.wrapping_add(1),
         14 => old.wrapping_sub(1),
         15 => old ^ (1u64 << rng.random_range(0..64)),
@@ -359,7 +359,7 @@ fn inode_words(img: &mut [u8], m: &Map, rng: &mut StdRng) -> Option<String> {
     let g = &m.geo;
     // Mostly slots in use; sometimes any slot (a free slot made valid).
     let ino = if rng.random_range(0..5) == 0 || m.inodes.is_empty() {
-        rng.random_range(1..=g.inode_count)
+        rng.random_range(1..=g.inodes())
     } else {
         pick(rng, &m.inodes)?.ino
     };
@@ -399,7 +399,7 @@ fn inode_static(img: &mut [u8], m: &Map, rng: &mut StdRng) -> Option<String> {
             let old = format::get_u64(b, format::INO_NUM_OFF);
             let new = match rng.random_range(0..3) {
                 0 => special(rng, m, old),
-                _ => rng.random_range(1..=g.inode_count),
+                _ => rng.random_range(1..=g.inodes()),
             };
             format::put_u64(b, format::INO_NUM_OFF, new);
             (
@@ -467,7 +467,7 @@ fn page_header(img: &mut [u8], m: &Map, rng: &mut StdRng) -> Option<String> {
         ("next", 1) => info.pages[rng.random_range(0..=i)], // an earlier page
         ("next", 2) => 0,
         ("next", 3) => pick(rng, &m.log_pages())?.1, // another inode's page
-        ("owner", 0) => rng.random_range(1..=m.geo.inode_count),
+        ("owner", 0) => rng.random_range(1..=m.geo.inodes()),
         _ => special(rng, m, old),
     };
     let new = differ(new, old);
@@ -580,7 +580,7 @@ fn entry_field(img: &mut [u8], m: &Map, rng: &mut StdRng) -> Option<String> {
     }
     let old = get(b, fo, w);
     let new = match (f, rng.random_range(0..3)) {
-        ("ino", 0) => rng.random_range(1..=m.geo.inode_count),
+        ("ino", 0) => rng.random_range(1..=m.geo.inodes()),
         ("block", 0) => pick(rng, &m.writes).map_or(0, |w| w.2),
         ("block", 1) => pick(rng, &m.log_pages()).map_or(0, |p| p.1),
         ("d_type", _) => [1u64, 2, 4, 6, 8, 10, 12, 0, 3, 255][rng.random_range(0..10)],
@@ -654,7 +654,7 @@ fn journal(img: &mut [u8], m: &Map, rng: &mut StdRng) -> String {
     for k in 0..n {
         let ino = match pick(rng, &m.inodes) {
             Some(i) if rng.random_range(0..4) != 0 => i.ino,
-            _ => rng.random_range(1..=g.inode_count),
+            _ => rng.random_range(1..=g.inodes()),
         };
         let slot = g.inode_off(ino).get();
         let off = match rng.random_range(0..8) {

@@ -23,8 +23,9 @@
 //!
 //! Device table, at byte [`TABLE_OFF`] of superblock block 0 and of its replica
 //! (block 1): magic "MNEMOVOL" (8), volume UUID (16), count (u32), reserved (u32),
-//! then `count` entries of 16 bytes (blocks u64, node u32, reserved u32), then the
-//! CRC-32 of everything before it (u32).
+//! then `count` entries of 16 bytes (blocks u64, node u32, inodes u32: the slots of
+//! the inode table at the start of the device, format version 6, zero for device 0
+//! and in version 5), then the CRC-32 of everything before it (u32).
 
 use super::bytes::{crc, get_u32, get_u64, put_u32, put_u64};
 
@@ -121,6 +122,9 @@ pub struct DeviceEntry {
     pub blocks: u64,
     /// NUMA node recorded at mkfs ([`NODE_UNKNOWN`] if none).
     pub node: u32,
+    /// Inode slots of the table at the start of the device (0 for device 0, whose
+    /// inodes are in the metadata area).
+    pub inodes: u32,
 }
 
 /// The device table kept beside the superblock.
@@ -150,6 +154,7 @@ impl DeviceTable {
             let at = 32usize.saturating_add(i.saturating_mul(16));
             put_u64(&mut b, at, d.blocks);
             put_u32(&mut b, at.saturating_add(8), d.node);
+            put_u32(&mut b, at.saturating_add(12), d.inodes);
         }
         let end = table_size(n).saturating_sub(4);
         let c = crc(&b[..end]);
@@ -184,11 +189,15 @@ impl DeviceTable {
                 DeviceEntry {
                     blocks: get_u64(b, at),
                     node: get_u32(b, at.saturating_add(8)),
+                    inodes: get_u32(b, at.saturating_add(12)),
                 }
             })
             .collect::<Vec<_>>();
         if devices.iter().any(|d| d.blocks == 0) {
             return Err("device table gives a device no blocks".into());
+        }
+        if devices[0].inodes != 0 {
+            return Err("device table gives device 0 an inode table of its own".into());
         }
         Ok(Some(DeviceTable { uuid, devices }))
     }
@@ -238,10 +247,12 @@ mod tests {
                 DeviceEntry {
                     blocks: 100,
                     node: 0,
+                    inodes: 0,
                 },
                 DeviceEntry {
                     blocks: 200,
                     node: NODE_UNKNOWN,
+                    inodes: 64,
                 },
             ],
         };

@@ -26,7 +26,9 @@ pub struct Geometry {
     pub total_blocks: u64,
     /// CPUs: per-CPU journals, inode shares, data ranges and LAWN sub-zones (1..=64).
     pub cpus: u32,
-    /// Inode slots, a multiple of `cpus`; inode numbers are `1..=inode_count`.
+    /// Inode slots of the inode table on device 0, a multiple of `cpus`; inode
+    /// numbers `1..=inode_count` are there, and the devices after the first hold
+    /// the numbers after it ([`Geometry::dev_inodes`], [`Geometry::inodes`]).
     pub inode_count: u64,
     /// First journal block (always 2); CPU `c`'s journal is block `journal_start + c`.
     pub journal_start: u64,
@@ -66,9 +68,24 @@ pub struct Geometry {
     /// `i` holds blocks `dev_start(i) .. dev_start(i) + dev_blocks[i]`); entries
     /// past `devices` are 0. From the device table (docs/FORMAT.md §2.10).
     pub dev_blocks: [u64; MAX_DEVICES],
+    /// Inode slots in the inode table at the start of each device after the first
+    /// (a multiple of `cpus`; entry 0 and entries past `devices` are 0): device
+    /// `i`'s slots are the inode numbers after those of devices `0..i`. From the
+    /// device table (format version 6; docs/FORMAT.md §2.10).
+    pub dev_inodes: [u64; MAX_DEVICES],
 }
 
 impl Geometry {
+    /// Inode slots of an image of `size` bytes when `asked` are asked for (0: one per
+    /// 16 KiB, at least 1024; otherwise at least 16).
+    pub fn inodes_for(size: u64, asked: u64) -> u64 {
+        if asked == 0 {
+            (size / (16 << 10)).max(1024)
+        } else {
+            asked.max(16)
+        }
+    }
+
     /// Lays out an image of `size` bytes.
     pub fn compute(size: u64, cpus: u32, inodes: u64) -> Result<Geometry> {
         Self::compute_with_min(size, cpus, inodes, MIN_SIZE)
@@ -104,11 +121,7 @@ impl Geometry {
         }
         let cpus = cpus.clamp(1, 64);
         let total_blocks = size / BLOCK;
-        let inode_count = if inodes == 0 {
-            (size / (16 << 10)).max(1024)
-        } else {
-            inodes.max(16)
-        };
+        let inode_count = Self::inodes_for(size, inodes);
         let cpus64 = cpus as u64;
         let too_many = || FsError::Invalid("inode count too large for any image");
         // Round up so every CPU owns the same number of inode slots.
@@ -187,6 +200,7 @@ impl Geometry {
             created: Timespec::now().sec as u64,
             devices: 1,
             dev_blocks: one_device(total_blocks),
+            dev_inodes: [0; MAX_DEVICES],
         })
     }
 
@@ -264,7 +278,109 @@ impl Geometry {
     /// PM offset of the slot of inode `ino` (1-based; the caller checks
     /// [`valid_ino`](Self::valid_ino)).
     pub fn inode_off(&self, ino: u64) -> PmOff {
-        BlockNo(self.inode_table_start).at(ino.saturating_sub(1).saturating_mul(INODE_SIZE))
+        if ino <= self.inode_count {
+            return BlockNo(self.inode_table_start)
+                .at(ino.saturating_sub(1).saturating_mul(INODE_SIZE));
+        }
+        self.dev_inode_off(ino)
+    }
+
+    /// [`Geometry::inode_off`] of an inode past device 0's table.
+    #[cold]
+    fn dev_inode_off(&self, ino: u64) -> PmOff {
+        match self.ino_place(ino) {
+            Some((d, k)) => BlockNo(self.dev_start(d)).at(k.saturating_mul(INODE_SIZE)),
+            // Past every table: past the image, which the pm layer refuses.
+            None => BlockNo(u64::MAX / BLOCK).off(),
+        }
+    }
+
+    /// The device holding inode `ino`'s slot and the slot's index in that
+    /// device's table; `None` past the last.
+    fn ino_place(&self, ino: u64) -> Option<(usize, u64)> {
+        let i = ino.checked_sub(1)?;
+        if i < self.inode_count {
+            return Some((0, i));
+        }
+        let mut k = i.saturating_sub(self.inode_count);
+        let n = (self.devices as usize).clamp(1, MAX_DEVICES);
+        for d in 1..n {
+            let c = self.dev_inodes[d];
+            if k < c {
+                return Some((d, k));
+            }
+            k = k.saturating_sub(c);
+        }
+        None
+    }
+
+    /// The device holding inode `ino`'s slot (0 for a number past every table).
+    pub fn ino_device(&self, ino: u64) -> usize {
+        self.ino_place(ino).map_or(0, |(d, _)| d)
+    }
+
+    /// Every inode slot of the volume: device 0's table and the later devices'.
+    pub fn inodes(&self) -> u64 {
+        self.dev_inodes
+            .iter()
+            .fold(self.inode_count, |a, &n| a.saturating_add(n))
+    }
+
+    /// Blocks of device `i`'s inode table (0 for device 0, whose inodes are in the
+    /// metadata area).
+    pub fn dev_inode_blocks(&self, i: usize) -> u64 {
+        self.dev_inodes
+            .get(i)
+            .map_or(0, |&n| n.saturating_mul(INODE_SIZE).div_ceil(BLOCK))
+    }
+
+    /// The inode table at the start of a device after the first that holds PM
+    /// offset `off`, as (device, byte offset from the table's start).
+    pub fn dev_table_of(&self, off: u64) -> Option<(usize, u64)> {
+        let n = (self.devices as usize).clamp(1, MAX_DEVICES);
+        (1..n).find_map(|d| {
+            let t0 = BlockNo(self.dev_start(d)).off().get();
+            let len = self.dev_inodes[d].saturating_mul(INODE_SIZE);
+            let rel = off.checked_sub(t0)?;
+            (rel < len).then_some((d, rel))
+        })
+    }
+
+    /// Sets the inode slots of each device (`inodes[0]` must be 0: device 0's are
+    /// `inode_count`) after [`Geometry::set_devices`]: each a multiple of `cpus`,
+    /// and each device keeps at least one data block after its table.
+    pub fn set_device_inodes(&mut self, inodes: &[u64]) -> std::result::Result<(), String> {
+        let n = (self.devices as usize).clamp(1, MAX_DEVICES);
+        if inodes.len() != n || inodes.first().is_some_and(|&i| i != 0) {
+            return Err(format!(
+                "inode slots of {} devices given for {n} devices, or some on device 0",
+                inodes.len()
+            ));
+        }
+        let mut total = self.inode_count;
+        for (d, &c) in inodes.iter().enumerate().skip(1) {
+            if !c.is_multiple_of(self.cpus as u64) {
+                return Err(format!(
+                    "device {d}: {c} inode slots are not a multiple of {} CPUs",
+                    self.cpus
+                ));
+            }
+            let fits = c
+                .checked_mul(INODE_SIZE)
+                .is_some_and(|b| b.div_ceil(BLOCK) < self.dev_blocks[d]);
+            if !fits {
+                return Err(format!(
+                    "device {d}: an inode table of {c} slots leaves no data block of its {}",
+                    self.dev_blocks[d]
+                ));
+            }
+            total = total
+                .checked_add(c)
+                .ok_or_else(|| "more than 2^64 inode slots".to_string())?;
+        }
+        self.dev_inodes = [0; MAX_DEVICES];
+        self.dev_inodes[..n].copy_from_slice(inodes);
+        Ok(())
     }
 
     /// Inode numbers are 1-based; inode `ino` belongs to CPU `(ino-1) % cpus`.
@@ -286,17 +402,53 @@ impl Geometry {
 
     /// Whether `ino` names an inode slot of this image (`1..=inode_count`).
     pub fn valid_ino(&self, ino: u64) -> bool {
-        ino >= 1 && ino <= self.inode_count
+        ino >= 1 && ino <= self.inodes()
     }
 
-    /// Whether block `b` lies in the data area.
+    /// Whether block `b` lies in the data area (not in a later device's inode
+    /// table).
     pub fn is_data_block(&self, b: u64) -> bool {
-        b >= self.data_start && b < self.total_blocks
+        b >= self.data_start
+            && b < self.total_blocks
+            && (self.devices <= 1 || !self.in_dev_inode_table(b))
     }
 
-    /// Blocks of the data area.
-    pub fn data_blocks(&self) -> u64 {
+    /// Whether blocks `start .. start + len` (len ≥ 1) all lie in the data area:
+    /// inside the volume, past the metadata area, and clear of every later
+    /// device's inode table.
+    pub fn is_data_run(&self, start: u64, len: u64) -> bool {
+        let Some(last) = len.checked_sub(1).and_then(|l| start.checked_add(l)) else {
+            return false;
+        };
+        if !(self.is_data_block(start) && self.is_data_block(last)) {
+            return false;
+        }
+        let n = (self.devices as usize).clamp(1, MAX_DEVICES);
+        (1..n).all(|d| {
+            let t0 = self.dev_start(d);
+            let t1 = t0.saturating_add(self.dev_inode_blocks(d));
+            last < t0 || start >= t1
+        })
+    }
+
+    /// Whether block `b` is in the inode table of a device after the first.
+    fn in_dev_inode_table(&self, b: u64) -> bool {
+        let d = self.device_of(b);
+        d != 0 && b < self.dev_start(d).saturating_add(self.dev_inode_blocks(d))
+    }
+
+    /// Blocks from the start of the data area to the end of the volume (the later
+    /// devices' inode tables included): the length of tables indexed by
+    /// `block - data_start`.
+    pub fn data_span(&self) -> u64 {
         self.total_blocks.saturating_sub(self.data_start)
+    }
+
+    /// Blocks of the data area (the later devices' inode tables excluded).
+    pub fn data_blocks(&self) -> u64 {
+        (1..MAX_DEVICES).fold(self.data_span(), |a, d| {
+            a.saturating_sub(self.dev_inode_blocks(d))
+        })
     }
 
     /// Sets the devices' parts of the global block space (mkfs, and recovery from
@@ -326,6 +478,7 @@ impl Geometry {
         self.devices = blocks.len() as u32;
         self.dev_blocks = [0; MAX_DEVICES];
         self.dev_blocks[..blocks.len()].copy_from_slice(blocks);
+        self.dev_inodes = [0; MAX_DEVICES];
         Ok(())
     }
 
@@ -350,11 +503,14 @@ impl Geometry {
     }
 
     /// The data blocks `[start, end)` of device `i` (device 0's start after the
-    /// metadata area).
+    /// metadata area, a later device's after its inode table).
     pub fn device_data(&self, i: usize) -> (u64, u64) {
         let start = self.dev_start(i);
         let end = start.saturating_add(self.dev_blocks.get(i).copied().unwrap_or(0));
-        (start.max(self.data_start).min(end), end)
+        let first = start
+            .saturating_add(self.dev_inode_blocks(i))
+            .max(self.data_start);
+        (first.min(end), end)
     }
 }
 
@@ -442,5 +598,54 @@ mod tests {
         assert_eq!(g.slices_per_page(), 64);
         assert!(!g.is_data_block(9959) && g.is_data_block(9960));
         assert!(!g.is_data_block(g.total_blocks));
+    }
+
+    #[test]
+    fn later_devices_hold_inode_tables_at_their_start() {
+        // 1 GiB over 3 devices of 1/2, 1/4 and 1/4; 32 and 64 slots (1 and 2
+        // blocks) on devices 1 and 2.
+        let mut g = Geometry::compute(1 << 30, 4, 0).unwrap();
+        let (n0, q) = (g.inode_count, g.total_blocks / 4);
+        g.set_devices(&[2 * q, q, q]).unwrap();
+        assert!(g.set_device_inodes(&[0, 32, 64]).is_ok());
+        assert_eq!(g.inodes(), n0 + 96);
+        // Numbers past device 0's table: device 1's from its first block, then 2's.
+        assert_eq!(g.inode_off(n0).get(), 38 * BLOCK + (n0 - 1) * INODE_SIZE);
+        assert_eq!(g.inode_off(n0 + 1).get(), 2 * q * BLOCK);
+        assert_eq!(g.inode_off(n0 + 32).get(), 2 * q * BLOCK + 31 * INODE_SIZE);
+        assert_eq!(g.inode_off(n0 + 33).get(), 3 * q * BLOCK);
+        assert_eq!(
+            (
+                g.ino_device(n0),
+                g.ino_device(n0 + 1),
+                g.ino_device(n0 + 33)
+            ),
+            (0, 1, 2)
+        );
+        assert!(g.valid_ino(n0 + 96) && !g.valid_ino(n0 + 97));
+        assert!(g.inode_off(n0 + 97).get() > g.total_blocks * BLOCK);
+        assert_eq!(g.dev_table_of(2 * q * BLOCK + 200), Some((1, 200)));
+        assert_eq!(g.dev_table_of(2 * q * BLOCK + 32 * INODE_SIZE), None);
+        // The tables are not data blocks; each device's data starts after its own.
+        assert!(!g.is_data_block(2 * q) && g.is_data_block(2 * q + 1));
+        assert!(!g.is_data_block(3 * q + 1) && g.is_data_block(3 * q + 2));
+        assert_eq!(g.device_data(1), (2 * q + 1, 3 * q));
+        assert_eq!(g.device_data(2), (3 * q + 2, 4 * q));
+        assert_eq!(g.data_blocks(), g.data_span() - 3);
+        // A run may not cross a table, even from data to data.
+        assert!(g.is_data_run(2 * q - 4, 4) && !g.is_data_run(2 * q - 4, 6));
+        assert!(!g.is_data_run(2 * q - 1, 3) && g.is_data_run(2 * q + 1, 3));
+        assert!(!g.is_data_run(2 * q + 1, 0) && !g.is_data_run(u64::MAX, 2));
+        // Refused: slots on device 0, a count not a multiple of the CPUs, a table
+        // that leaves its device no data block, the wrong number of devices.
+        let mut h = g;
+        assert!(h.set_device_inodes(&[4, 0, 0]).is_err());
+        assert!(h.set_device_inodes(&[0, 6, 0]).is_err());
+        assert!(h.set_device_inodes(&[0, q * 32, 0]).is_err());
+        assert!(h.set_device_inodes(&[0, 0]).is_err());
+        assert_eq!(h, g);
+        // New device sizes clear the tables.
+        h.set_devices(&[2 * q, 2 * q]).unwrap();
+        assert_eq!((h.inodes(), h.data_blocks()), (n0, h.data_span()));
     }
 }

@@ -33,10 +33,16 @@ use super::zone::{
 /// redo areas after the inode table; 3: LAWN descriptor check by a multiply-xorshift
 /// mix instead of a CRC-32; 4: the LAWN chunk table, by which sub-zones grow; 5: the
 /// volume's devices — their count here, the device table beside the superblock and a
-/// header on each device, docs/FORMAT.md §2.10).
+/// header on each device, docs/FORMAT.md §2.10; 6: an inode table at the start of
+/// each device after the first, its slots in the device table's entry).
 /// Version 3 and 4 images are still read as one device; version 3 images have no
-/// chunk table (`zone_chunks` 0) and their zone does not grow.
-pub const VERSION: u32 = 5;
+/// chunk table (`zone_chunks` 0) and their zone does not grow; version 5 images keep
+/// every inode on device 0 (their device table's inode fields are zero), and this
+/// build still writes 5 for a volume whose later devices have no inode table (one
+/// device, always).
+pub const VERSION: u32 = 6;
+/// The first format version that names its devices.
+pub const VERSION_DEVICES: u32 = 5;
 /// The oldest format version this build reads.
 pub const VERSION_NO_GROWTH: u32 = 3;
 /// Superblock magic.
@@ -105,8 +111,14 @@ impl Geometry {
     pub fn encode(&self) -> [u8; SB_SIZE] {
         let mut b = [0u8; SB_SIZE];
         b[SB_MAGIC_OFF..SB_MAGIC_OFF + 8].copy_from_slice(&MAGIC);
-        // An image without growth keeps the version-3 layout and says so.
-        let version = VERSION;
+        // Version 6 only when a later device has an inode table (what an older
+        // build would not see); otherwise the image is what version 5 describes, and
+        // says so.
+        let version = if self.dev_inodes.iter().any(|&n| n != 0) {
+            VERSION
+        } else {
+            VERSION_DEVICES
+        };
         put_u32(&mut b, SB_VERSION_OFF, version);
         put_u32(&mut b, SB_BLOCK_SIZE_OFF, BLOCK as u32);
         put_u64(&mut b, SB_TOTAL_BLOCKS_OFF, self.total_blocks);
@@ -149,8 +161,8 @@ impl Geometry {
         // Version 5 names its devices; older images are one device (and their
         // field is reserved zero).
         let devices = match (version, get_u32(b, SB_DEVICES_OFF)) {
-            (VERSION, n) if (1..=MAX_DEVICES as u32).contains(&n) => n,
-            (VERSION, n) => {
+            (v, n) if v >= VERSION_DEVICES && (1..=MAX_DEVICES as u32).contains(&n) => n,
+            (v, n) if v >= VERSION_DEVICES => {
                 return Err(format!(
                     "superblock geometry: {n} devices, not 1..={MAX_DEVICES}"
                 ))
@@ -314,6 +326,7 @@ impl Geometry {
             created: get_u64(b, SB_CREATED_OFF),
             devices,
             dev_blocks: one_device(if devices == 1 { total_blocks } else { 0 }),
+            dev_inodes: [0; MAX_DEVICES],
         };
         Ok(g)
     }

@@ -124,11 +124,17 @@ fn journalable(geo: &Geometry, off: u64) -> bool {
     let t0 = BlockNo(geo.inode_table_start).off().get();
     // The table lies inside the image (`Geometry::decode`).
     let t1 = t0.saturating_add(geo.inode_count.saturating_mul(INODE_SIZE));
-    if off >= t0 && off < t1 {
-        let w = off.saturating_sub(t0) % INODE_SIZE;
-        return w == INO_VALID_OFF || w == INO_HEAD_OFF || w == INO_TAIL_OFF;
-    }
-    false
+    let rel = if off >= t0 && off < t1 {
+        off.saturating_sub(t0)
+    } else {
+        // Or in a later device's table (inside its device: `set_device_inodes`).
+        match geo.dev_table_of(off) {
+            Some((_, rel)) => rel,
+            None => return false,
+        }
+    };
+    let w = rel % INODE_SIZE;
+    w == INO_VALID_OFF || w == INO_HEAD_OFF || w == INO_TAIL_OFF
 }
 
 /// Loads the image: journal rollback, log replay, orphans, free space.
@@ -214,8 +220,7 @@ fn read_chunks(pm: &Vol, geo: &Geometry, problems: &mut Vec<String>) -> Vec<(u64
         match crate::format::decode_chunk_entry(e, v) {
             Ok(None) => {}
             Ok(Some(b)) => {
-                let inside = b >= geo.data_start
-                    && b.checked_add(cb).is_some_and(|end| end <= geo.total_blocks);
+                let inside = geo.is_data_run(b, cb);
                 if inside {
                     out.push((e, b));
                 } else {
@@ -266,7 +271,7 @@ fn load_inodes(pm: &Vol, geo: &Geometry, mode: Mode, problems: &mut Vec<String>)
     let mut states: HashMap<Ino, InodeState> = HashMap::new();
     let mut free_inos = Vec::new();
     let mut tail_fixes = 0;
-    for ino in 1..=geo.inode_count {
+    for ino in 1..=geo.inodes() {
         let ioff = geo.inode_off(ino);
         let valid = pm.read_u64(ioff + INO_VALID_OFF);
         match valid {

@@ -8,6 +8,15 @@ use std::collections::HashMap;
 /// Marks every block owned by a valid inode; names blocks owned twice.
 /// Owner mark of blocks in a LAWN growth chunk.
 const CHUNK_OWNER: u64 = u64::MAX;
+/// Owner mark of the blocks of a later device's inode table (never free).
+const TABLE_OWNER: u64 = u64::MAX - 1;
+
+/// The blocks of the later devices' inode tables, as runs.
+fn table_runs(geo: &Geometry) -> impl Iterator<Item = Run> + '_ {
+    (1..geo.devices as usize)
+        .map(|d| (geo.dev_start(d), geo.dev_inode_blocks(d)))
+        .filter(|r| r.1 != 0)
+}
 
 /// Marks every block owned by a valid inode or a LAWN chunk (`chunks`, inside the
 /// data area); names blocks owned twice.
@@ -17,7 +26,14 @@ pub(super) fn ownership(
     chunks: &[Run],
     problems: &mut Vec<String>,
 ) -> Vec<u64> {
-    let mut owner = vec![0u64; geo.data_blocks() as usize];
+    let mut owner = vec![0u64; geo.data_span() as usize];
+    for (s, l) in table_runs(geo) {
+        for b in s..s.saturating_add(l) {
+            if let Some(o) = owner.get_mut(b.saturating_sub(geo.data_start) as usize) {
+                *o = TABLE_OWNER;
+            }
+        }
+    }
     for &(s, l) in chunks {
         for b in s..s.saturating_add(l) {
             if let Some(o) = owner.get_mut(b.saturating_sub(geo.data_start) as usize) {
@@ -33,7 +49,12 @@ pub(super) fn ownership(
         for b in blocks {
             // Replay checked that every block is in the data area.
             let i = b.saturating_sub(geo.data_start) as usize;
-            if owner[i] == CHUNK_OWNER {
+            if owner[i] == TABLE_OWNER {
+                // Replay refused blocks outside the data area; kept as a guard.
+                problems.push(format!(
+                    "block {b} of inode {ino} is in a device's inode table"
+                ));
+            } else if owner[i] == CHUNK_OWNER {
                 problems.push(format!(
                     "block {b} is owned twice (a LAWN zone chunk and inode {ino})"
                 ));
@@ -58,7 +79,7 @@ pub(super) fn first_doubly_owned(
     states: &HashMap<Ino, InodeState>,
     chunks: &[Run],
 ) -> Option<u64> {
-    let mut bits = vec![0u64; geo.data_blocks().div_ceil(64) as usize];
+    let mut bits = vec![0u64; geo.data_span().div_ceil(64) as usize];
     let chunk_blocks = chunks.iter().flat_map(|&(s, l)| s..s.saturating_add(l));
     let inode_blocks = states
         .values()

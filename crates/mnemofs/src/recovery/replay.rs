@@ -211,10 +211,7 @@ fn validate_entry(geo: &Geometry, st: &InodeState, e: &Entry) -> std::result::Re
     match e {
         Entry::Write { block, npages, .. } => {
             // `Entry::decode` refused zero pages and pages past the largest file.
-            let last = block.checked_add((*npages as u64).saturating_sub(1));
-            if *block != 0
-                && !(geo.is_data_block(*block) && last.is_some_and(|l| geo.is_data_block(l)))
-            {
+            if *block != 0 && !geo.is_data_run(*block, *npages as u64) {
                 return Err(format!(
                     "write names blocks {block}+{npages} outside the data area"
                 ));

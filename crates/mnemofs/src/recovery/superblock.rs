@@ -73,7 +73,13 @@ fn read_devices(pm: &Vol, geo: &mut Geometry, problems: &mut Vec<String>) -> Res
         )));
     }
     geo.set_devices(&blocks)
-        .map_err(|e| FsError::Corrupt(format!("device table: {e}")))
+        .map_err(|e| FsError::Corrupt(format!("device table: {e}")))?;
+    if let Some(t) = &table {
+        let inodes: Vec<u64> = t.devices.iter().map(|d| u64::from(d.inodes)).collect();
+        geo.set_device_inodes(&inodes)
+            .map_err(|e| FsError::Corrupt(format!("device table: {e}")))?;
+    }
+    Ok(())
 }
 
 /// Reads and validates the superblock; repairs the primary from the replica.

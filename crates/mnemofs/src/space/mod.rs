@@ -163,6 +163,18 @@ impl Space {
         &self.placement
     }
 
+    /// The devices a new file of the calling thread goes to, in order (its inode
+    /// slot, as its first log page: [`Space::alloc_log`]).
+    pub fn inode_order(&self) -> smallvec::SmallVec<[usize; 8]> {
+        let mut v = smallvec::SmallVec::new();
+        if self.dev_free.len() == 1 {
+            v.push(0);
+        } else {
+            self.placement.inode_order(pm::thread_node(), &mut v);
+        }
+        v
+    }
+
     pub fn free_blocks(&self) -> u64 {
         self.free.load(Ordering::Relaxed)
     }

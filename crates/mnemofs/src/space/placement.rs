@@ -32,8 +32,10 @@ pub(crate) struct Placement {
     dev_node: Vec<u32>,
     /// Per node (id, device order): the local mode's candidate lists.
     order: Vec<(u32, Vec<usize>)>,
-    /// The interleave mode's cursor.
+    /// The interleave mode's cursors: block allocations, new inodes (apart, so that
+    /// a file's inode does not shift where its blocks go).
     next: AtomicUsize,
+    next_ino: AtomicUsize,
 }
 
 impl Placement {
@@ -88,6 +90,7 @@ impl Placement {
             dev_node,
             order,
             next: AtomicUsize::new(0),
+            next_ino: AtomicUsize::new(0),
         }
     }
 
@@ -143,13 +146,23 @@ impl Placement {
 
     /// The devices an allocation of a thread on `node` tries, in order, into `out`.
     pub fn device_order(&self, node: u32, out: &mut smallvec::SmallVec<[usize; 8]>) {
+        self.order_by(&self.next, node, out)
+    }
+
+    /// The devices a new inode of a thread on `node` tries, in order, into `out`:
+    /// [`Placement::device_order`], with interleave's own cursor.
+    pub fn inode_order(&self, node: u32, out: &mut smallvec::SmallVec<[usize; 8]>) {
+        self.order_by(&self.next_ino, node, out)
+    }
+
+    fn order_by(&self, next: &AtomicUsize, node: u32, out: &mut smallvec::SmallVec<[usize; 8]>) {
         out.clear();
         let n = self.devs.len();
         match self.mode {
             _ if n == 1 => out.push(0),
             PlacementMode::Single => out.extend(0..n),
             PlacementMode::Interleave => {
-                let first = self.next.fetch_add(1, Ordering::Relaxed) % n;
+                let first = next.fetch_add(1, Ordering::Relaxed) % n;
                 out.extend((0..n).map(|k| (first + k) % n));
             }
             PlacementMode::Local => match self.order.iter().find(|(id, _)| *id == node) {
