@@ -597,7 +597,11 @@ pub fn measure<E: FileSystem + 'static>(
 ) -> BenchResultT<BenchResult> {
     cfg.validate().map_err(BenchError::Msg)?;
     let threads = cfg.threads;
-    let workers = prepare(cfg.workload, fs, &cfg.params, threads, cfg.seed)?;
+    // Each thread's own files are made as a thread of its node (see `prepare`).
+    let as_thread = |t: usize| pm::set_thread_node(thread_placement(cfg, t).map(|(n, _)| n));
+    let prepared = prepare(cfg.workload, fs, &cfg.params, threads, cfg.seed, &as_thread);
+    pm::set_thread_node(None);
+    let workers = prepared?;
     let barrier = Barrier::new(threads + 1);
     let abort = AtomicBool::new(false);
     let progress: Vec<CachePadded<AtomicU64>> = (0..threads)

@@ -140,13 +140,18 @@ pub fn files_per_thread(files: u64, threads: usize) -> u64 {
     (files / threads.max(1) as u64).max(8)
 }
 
-/// Builds the data set and one worker per thread.
+/// Builds the data set and one worker per thread. `as_thread(t)` is called before
+/// the files that only thread `t` uses are made (a benchmark on emulated NUMA nodes
+/// makes them as a thread of `t`'s node, so that they are placed where that thread
+/// would have made them itself, as fio's jobs lay out their own files); files every
+/// thread shares are made as the calling thread.
 pub fn prepare<E: FileSystem + 'static>(
     w: Workload,
     fs: &E,
     p: &Params,
     threads: usize,
     seed: u64,
+    as_thread: &dyn Fn(usize),
 ) -> BenchResultT<Vec<Box<dyn Worker<E>>>> {
     let chunk = pattern(WHOLE_IO.max(p.io_size), 0x5a);
     let rng =
@@ -177,6 +182,7 @@ pub fn prepare<E: FileSystem + 'static>(
         }
         Workload::Drbl => {
             for t in 0..threads {
+                as_thread(t);
                 let ino = create(fs, ROOT_INO, &name("private", t as u64))?;
                 fill(fs, ino, p.io_size, &chunk).map_err(|e| fill_err("private", e))?;
                 out.push(Box::new(ReadAt {
@@ -188,6 +194,7 @@ pub fn prepare<E: FileSystem + 'static>(
         }
         Workload::Dwal => {
             for t in 0..threads {
+                as_thread(t);
                 let ino = create(fs, ROOT_INO, &name("append", t as u64))?;
                 out.push(Box::new(Append {
                     ino,
@@ -210,6 +217,7 @@ pub fn prepare<E: FileSystem + 'static>(
                 _ => Access::Skewed,
             };
             for t in 0..threads {
+                as_thread(t);
                 let ino = create(fs, ROOT_INO, &name("data", t as u64))?;
                 fill(fs, ino, p.file_size, &chunk).map_err(|e| fill_err("data file", e))?;
                 out.push(Box::new(Random {
@@ -233,6 +241,7 @@ pub fn prepare<E: FileSystem + 'static>(
                 per * 8 / 10
             };
             for t in 0..threads {
+                as_thread(t);
                 let dir = mkdir(fs, &name("t", t as u64))?;
                 let mut present = Vec::with_capacity(per as usize);
                 let mut absent = Vec::new();
@@ -292,6 +301,7 @@ pub fn prepare<E: FileSystem + 'static>(
         }
         Workload::SmallFiles => {
             for t in 0..threads {
+                as_thread(t);
                 let dir = mkdir(fs, &name("small", t as u64))?;
                 out.push(Box::new(SmallFiles {
                     dir,
