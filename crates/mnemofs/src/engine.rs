@@ -213,11 +213,16 @@ impl Fs {
                 SmallWrite::Lawn(Lawn::new(
                     &vol,
                     geo,
-                    rec.map,
+                    (rec.map, rec.subs),
                     !opts.lawn_fixed_zone,
-                    rec.subs,
                     opts.lawn_desc_store,
                     rcache.as_ref().map(|c| c.shared.clone()),
+                    crate::data::lawn::LawnPlace {
+                        local_first: dev_nodes.len() > 1
+                            && opts.placement == crate::types::PlacementMode::Local,
+                        dev_node: dev_nodes.clone(),
+                        want: Vec::new(),
+                    },
                 ))
             }
         };

@@ -213,3 +213,57 @@ fn a_new_file_s_inode_follows_the_placement() {
         .unwrap()
         .is_clean());
 }
+
+#[test]
+fn sub_page_writes_take_lawn_slots_on_the_writer_s_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = MkfsOptions {
+        size: 32 << 20,
+        cpus: 2,
+        ..Default::default()
+    };
+    mkfs_devices(&specs(dir.path(), true), &opts).unwrap();
+    let m = MountOptions {
+        small_write: SmallWriteMode::Lawn,
+        placement: PlacementMode::Local,
+        topology: Some(TOPOLOGY.parse().unwrap()),
+        lawn_writeback_thread: false,
+        ..MountOptions::default()
+    };
+    let fs = mount_devices(&specs(dir.path(), false), &m).unwrap();
+    let small = vec![7u8; 1024];
+    // Each node's file: 16 pages, then one 1 KiB write to each page. The zone's
+    // fixed part is on device 0: nodes 1-3 find no slot of their own, and ask for
+    // chunks on their nodes, which one pass of the write-back work adds.
+    let mut files = Vec::new();
+    for node in 0..4u32 {
+        let ino = write_file(&fs, node, &format!("l{node}"), 64 << 10).unwrap();
+        for p in 0..16u64 {
+            fs.write(ino, p * 4096 + 1024, &small).unwrap();
+        }
+        files.push((node, ino));
+    }
+    assert!(fs.lawn_resize() >= 3, "no chunk grown for nodes 1-3");
+    // From now on every byte a writer stores is on its own node's device: its
+    // slots, their descriptors, its pages written in place.
+    let before = fs.pm_counters();
+    for round in 0..4u64 {
+        for &(node, ino) in &files {
+            pm::set_thread_node(Some(node));
+            for p in 0..16u64 {
+                fs.write(ino, p * 4096 + (round % 2) * 2048, &small)
+                    .unwrap();
+            }
+        }
+    }
+    let c = fs.pm_counters().since(&before);
+    let st = fs.stats();
+    assert!(st.lawn_zone_writes > 0, "no write went to the zone");
+    for n in 0..4 {
+        let row = c.node_bytes[n];
+        let total: u64 = row.iter().sum();
+        assert!(total > 0, "node {n} wrote nothing");
+        assert_eq!(row[n], total, "node {n}: {row:?}");
+    }
+    pm::set_thread_node(None);
+}

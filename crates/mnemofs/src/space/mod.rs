@@ -351,11 +351,17 @@ impl Space {
     /// range first), or `None` when no extent is. Files allocate from the front of
     /// extents, so what this takes (LAWN chunks) stays out of their way.
     pub fn alloc_contiguous(&self, n: u64) -> Option<u64> {
+        self.alloc_contiguous_on(n, pm::thread_node())
+    }
+
+    /// [`Space::alloc_contiguous`] for a thread of NUMA `node` (its devices in the
+    /// placement's order for that node).
+    pub fn alloc_contiguous_on(&self, n: u64, node: u32) -> Option<u64> {
         if n == 0 || !self.claim(n, self.reserve) {
             return None;
         }
         let mut got = None;
-        self.try_ranges(pm::thread_node(), |r| {
+        self.try_ranges(node, |r| {
             let mut m = self.cpus[r].lock();
             let pick = m.by_len.range((n, 0)..).next().copied();
             if let Some((l, s)) = pick {

@@ -149,59 +149,71 @@ impl LawnCore {
     /// while [`Self::may_grow`] and the sub-zone has table entries left (the caller
     /// holds `resizing`). Returns the chunks added.
     pub(super) fn grow(&self, store: &Store, sub: usize) -> u64 {
-        let cb = self.geo.zone_chunk_blocks as u64;
         let mut added = 0;
         loop {
-            let k = {
+            {
                 let z = self.subs[sub].lock();
                 if z.free_slots() * 100 >= z.nslots * GROW_TARGET_PCT {
                     return added;
                 }
-                match z.absent_chunk() {
-                    Some(k) => (k, z.chunk_entry(k)),
-                    None => return added,
-                }
-            };
-            if !self.may_grow(store) {
+            }
+            if self.grow_one(store, sub, None).is_none() {
                 return added;
             }
-            let Some(b) = store.space.alloc_contiguous(cb) else {
-                return added;
-            };
-            let vol = &*store.vol;
-            // Fault the chunk's pages in here, not in the writers' first stores to
-            // them (on /dev/shm a first touch also zero-fills the page).
-            vol.populate(BlockNo(b).off(), cb * BLOCK);
-            // The chunk's descriptors start clear: its blocks may hold anything.
-            // Lines already zero (blocks never written, or freed by a file that
-            // zeroed them) are left alone: a read instead of a PM write.
-            let mut buf = [0u8; BLOCK as usize];
-            let zero = [0u8; 64];
-            for i in 0..self.geo.chunk_desc_blocks() {
-                let at = BlockNo(b + i).off();
-                vol.read(at, &mut buf);
-                for (j, line) in buf.chunks_exact(64).enumerate() {
-                    if line != zero {
-                        vol.write_nt(at + (j as u64 * 64), &zero);
-                    }
-                }
-            }
-            // Fence: the chunk's descriptors are clear on PM before the entry that
-            // makes recovery read them.
-            vol.fence();
-            let (k, e) = k;
-            let at = self.geo.chunk_entry_off(e);
-            vol.store_u64(at, encode_chunk_entry(e, b));
-            vol.flush(at, 8);
-            // Fence: the entry is durable before any run is written to the chunk.
-            vol.fence();
-            self.map.set(e, b);
-            let mut z = self.subs[sub].lock();
-            z.add_chunk(k);
-            self.hints[sub].publish(&z);
-            self.counters.grown.fetch_add(1, Ordering::Relaxed);
             added += 1;
         }
+    }
+
+    /// Adds one chunk to sub-zone `sub`, its blocks on the devices of NUMA `node`
+    /// first (`None`: the calling thread's). Returns the chunk (`k`), or `None` when
+    /// the sub-zone has no entry left, the zone may not grow or no space is free.
+    pub(super) fn grow_one(&self, store: &Store, sub: usize, node: Option<u32>) -> Option<usize> {
+        let cb = self.geo.zone_chunk_blocks as u64;
+        let (k, e) = {
+            let z = self.subs[sub].lock();
+            let k = z.absent_chunk()?;
+            (k, z.chunk_entry(k))
+        };
+        if !self.may_grow(store) {
+            return None;
+        }
+        let b = match node {
+            Some(n) => store.space.alloc_contiguous_on(cb, n),
+            None => store.space.alloc_contiguous(cb),
+        }?;
+        let vol = &*store.vol;
+        // Fault the chunk's pages in here, not in the writers' first stores to
+        // them (on /dev/shm a first touch also zero-fills the page).
+        vol.populate(BlockNo(b).off(), cb * BLOCK);
+        // The chunk's descriptors start clear: its blocks may hold anything.
+        // Lines already zero (blocks never written, or freed by a file that
+        // zeroed them) are left alone: a read instead of a PM write.
+        let mut buf = [0u8; BLOCK as usize];
+        let zero = [0u8; 64];
+        for i in 0..self.geo.chunk_desc_blocks() {
+            let at = BlockNo(b + i).off();
+            vol.read(at, &mut buf);
+            for (j, line) in buf.chunks_exact(64).enumerate() {
+                if line != zero {
+                    vol.write_nt(at + (j as u64 * 64), &zero);
+                }
+            }
+        }
+        // Fence: the chunk's descriptors are clear on PM before the entry that
+        // makes recovery read them.
+        vol.fence();
+        let at = self.geo.chunk_entry_off(e);
+        vol.store_u64(at, encode_chunk_entry(e, b));
+        vol.flush(at, 8);
+        // Fence: the entry is durable before any run is written to the chunk.
+        vol.fence();
+        self.map.set(e, b);
+        let mut z = self.subs[sub].lock();
+        z.add_chunk(k);
+        z.set_chunk_node(k, self.place.node_of_block(&self.geo, b));
+        self.hints[sub].publish(&z);
+        self.counters.grown.fetch_add(1, Ordering::Relaxed);
+        Some(k)
     }
 
     /// Gives chunk `k` of sub-zone `sub` back if it is empty: its table entry
@@ -319,7 +331,23 @@ impl LawnCore {
             if low {
                 self.grow(store, i);
             }
-            // Empty chunks go back when the rest still leaves the target free.
+            // A chunk on each node whose writers found no slot there (MBS-LVM's
+            // local first; `LawnPlace`).
+            let mut want = self
+                .place
+                .want
+                .get(i)
+                .map_or(0, |w| w.swap(0, Ordering::Relaxed));
+            while want != 0 {
+                let node = want.trailing_zeros();
+                want &= want - 1;
+                self.grow_one(store, i, Some(node));
+            }
+            // Empty chunks go back when the rest still leaves the target free (under
+            // local-first placement, not those on other nodes than the fixed zone:
+            // they are their writers' only local slots; space pressure still takes
+            // them, `shrink_one`).
+            let local_first = self.place.local_first;
             loop {
                 let k = {
                     let z = self.subs[i].lock();
@@ -329,7 +357,9 @@ impl LawnCore {
                     if rest_free * 100 < rest * (GROW_TARGET_PCT + 20) {
                         None
                     } else {
-                        z.chunks().rev().find(|&k| z.chunk_used(k) == 0)
+                        z.chunks().rev().find(|&k| {
+                            z.chunk_used(k) == 0 && !(local_first && z.chunk_is_remote(k))
+                        })
                     }
                 };
                 match k {

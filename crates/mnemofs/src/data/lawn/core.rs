@@ -74,6 +74,47 @@ pub(crate) struct LawnCore {
     pub desc_store: Store16,
     /// The read cache, whose copies of blocks a write-back changes are dropped.
     pub cache: Option<std::sync::Arc<crate::data::rcache::Shared>>,
+    /// Where the zone's slots lie on a volume of several devices.
+    pub place: LawnPlace,
+}
+
+/// Slot placement on a volume of several devices (MBS-LVM): each writer takes
+/// slots on its own node's devices first, and a sub-zone with none free there
+/// asks the write-back thread for a growth chunk on that node.
+#[derive(Debug, Default)]
+pub(crate) struct LawnPlace {
+    /// Writers take slots on their own node first (placement `local` over several
+    /// devices); otherwise wherever free (the one-device behaviour).
+    pub local_first: bool,
+    /// NUMA node of each device.
+    pub dev_node: Vec<u32>,
+    /// Per sub-zone: bit `n` — a writer of node `n` found no slot on its node.
+    pub want: Vec<AtomicU64>,
+}
+
+impl LawnPlace {
+    /// The NUMA node of the device holding global block `b`.
+    pub fn node_of_block(&self, geo: &Geometry, b: u64) -> u32 {
+        self.dev_node.get(geo.device_of(b)).copied().unwrap_or(0)
+    }
+}
+
+impl LawnCore {
+    /// Records that a writer of `node` found no free slot on its node in sub-zone
+    /// `sub`; true when that is news and the sub-zone can grow (the write-back
+    /// thread should be woken to add a chunk there).
+    pub fn want_local(&self, sub: usize, node: u32) -> bool {
+        let Some(w) = self.place.want.get(sub) else {
+            return false;
+        };
+        let bit = 1u64 << (node % 64);
+        w.load(Ordering::Relaxed) & bit == 0
+            && w.fetch_or(bit, Ordering::Relaxed) & bit == 0
+            && self
+                .growable
+                .get(sub)
+                .is_some_and(|g| g.load(Ordering::Relaxed))
+    }
 }
 
 impl TableHint {

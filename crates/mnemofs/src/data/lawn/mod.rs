@@ -44,7 +44,7 @@ mod free;
 mod read;
 mod write;
 
-pub(crate) use core::{Counters, LawnCore, TableHint};
+pub(crate) use core::{Counters, LawnCore, LawnPlace, TableHint};
 
 use crate::format::Geometry;
 use crate::inode::Inode;
@@ -55,7 +55,7 @@ use parking_lot::{Condvar, Mutex};
 use pm::Store16;
 use spin::SpinMutex;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use zone::SubZone;
 
@@ -76,15 +76,32 @@ impl Lawn {
     /// `Vol::calibrate_store16` measures cheaper over the (clear) descriptors of up
     /// to 256 free slots, one per descriptor line: the region is quiescent until mount
     /// returns, and only those 16-byte words are stored (zeros over zeros).
+    /// `zone`: the chunk map and sub-zones as recovery rebuilt them.
     pub fn new(
         pm: &Vol,
         geo: Geometry,
-        map: chunks::ZoneMap,
+        zone: (chunks::ZoneMap, Vec<SubZone>),
         grow: bool,
-        subs: Vec<SubZone>,
         desc_store: Option<Store16>,
         cache: Option<Arc<crate::data::rcache::Shared>>,
+        place: LawnPlace,
     ) -> Lawn {
+        let (map, mut subs) = zone;
+        let mut place = place;
+        place.want = (0..subs.len()).map(|_| AtomicU64::new(0)).collect();
+        if place.dev_node.len() > 1 {
+            // The fixed zone is on device 0; each chunk where its blocks are.
+            let fixed = place.dev_node.first().copied().unwrap_or(0);
+            for z in &mut subs {
+                let nodes: Vec<u32> = (0..z.max_chunks())
+                    .map(|k| {
+                        map.block(z.chunk_entry(k))
+                            .map_or(fixed, |b| place.node_of_block(&geo, b))
+                    })
+                    .collect();
+                z.set_nodes(fixed, |k| nodes.get(k).copied().unwrap_or(fixed));
+            }
+        }
         let desc_store = desc_store.unwrap_or_else(|| {
             let offs: Vec<crate::addr::PmOff> = subs
                 .first()
@@ -128,6 +145,7 @@ impl Lawn {
                 stop: AtomicBool::new(false),
                 desc_store,
                 cache,
+                place,
             }),
             thread: Mutex::new(None),
         }

@@ -132,14 +132,25 @@ impl Lawn {
                     let v = z.runs_overlapping(ino, pg, s0, s1);
                     core.writeback_locked(pm, &mut z, &v);
                 }
-                let slot = z.alloc(k);
+                // On a volume of several devices under `local` placement, slots on
+                // the writer's node first; none there: any slot, and the thread is
+                // asked for a chunk on this node (once, while the sub-zone can grow).
+                let (slot, want_local) = if core.place.local_first {
+                    let node = pm::thread_node();
+                    match z.alloc_on(k, node) {
+                        Some(s) => (Some(s), false),
+                        None => (z.alloc(k), core.want_local(sub, node)),
+                    }
+                } else {
+                    (z.alloc(k), false)
+                };
                 // (A sub-zone that can grow wakes the thread earlier, to grow it.)
                 let wake_pct = if core.growable[sub].load(Ordering::Relaxed) {
                     chunks::GROW_PCT
                 } else {
                     LOW_WATER_PCT
                 };
-                if z.free_slots() * 100 < z.nslots * wake_pct
+                if (want_local || z.free_slots() * 100 < z.nslots * wake_pct)
                     && !core.kicked.load(Ordering::Relaxed)
                     && !core.kicked.swap(true, Ordering::AcqRel)
                 {

@@ -285,6 +285,10 @@ pub(crate) struct SubZone {
     ids: Ids,
     /// Which of the sub-zone's chunk table entries hold a chunk.
     chunks: Vec<bool>,
+    /// NUMA node of the device each chunk (by `k`) lies on, and of the fixed part's
+    /// (device 0): what [`SubZone::alloc_on`] prefers.
+    chunk_node: Vec<u32>,
+    fixed_node: u32,
     /// A chunk being emptied to give its blocks back: no run is allocated in it, and
     /// its slots freed meanwhile do not count as free.
     draining: Option<usize>,
@@ -367,6 +371,15 @@ impl SubZone {
                     layout.max_chunks as usize
                 }
             ],
+            chunk_node: vec![
+                0;
+                if layout.spc == 0 {
+                    0
+                } else {
+                    layout.max_chunks as usize
+                }
+            ],
+            fixed_node: 0,
             draining: None,
             span: nslots,
             used,
@@ -452,11 +465,53 @@ impl SubZone {
     /// pointer; returns the global index of the first, or `None` when no such run
     /// exists.
     pub fn alloc(&mut self, n: u64) -> Option<u64> {
+        self.alloc_where(n, None)
+    }
+
+    /// [`SubZone::alloc`] in the regions (fixed part, chunks) on NUMA `node` only.
+    pub fn alloc_on(&mut self, n: u64, node: u32) -> Option<u64> {
+        self.alloc_where(n, Some(node))
+    }
+
+    /// Sets the NUMA node of the fixed part and of each chunk `k` (`chunk(k)`).
+    pub fn set_nodes(&mut self, fixed: u32, chunk: impl Fn(usize) -> u32) {
+        self.fixed_node = fixed;
+        for (k, n) in self.chunk_node.iter_mut().enumerate() {
+            *n = chunk(k);
+        }
+    }
+
+    /// Whether chunk `k` is on another NUMA node than the fixed part.
+    pub fn chunk_is_remote(&self, k: usize) -> bool {
+        self.chunk_node
+            .get(k)
+            .is_some_and(|&n| n != self.fixed_node)
+    }
+
+    /// Sets the NUMA node of chunk `k`.
+    pub fn set_chunk_node(&mut self, k: usize, node: u32) {
+        if let Some(n) = self.chunk_node.get_mut(k) {
+            *n = node;
+        }
+    }
+
+    /// The NUMA node of the region holding relative slot `rel` (the gap after the
+    /// fixed part counts as the fixed part's: it holds no slot).
+    fn region_node(&self, rel: u64) -> u32 {
+        if rel < self.ids.fixed_r || self.ids.spc == 0 {
+            return self.fixed_node;
+        }
+        let k = ((rel - self.ids.fixed_r) / self.ids.spc) as usize;
+        self.chunk_node.get(k).copied().unwrap_or(self.fixed_node)
+    }
+
+    #[inline]
+    fn alloc_where(&mut self, n: u64, node: Option<u32>) -> Option<u64> {
         if n == 0 || n > 64 || n > self.free || n > self.nslots {
             return None;
         }
         if let Some(&(r, len)) = self.recent.back() {
-            if len == n {
+            if len == n && node.is_none_or(|w| self.region_node(r) == w) {
                 self.recent.pop_back();
                 if !self.any_used(r, n) && !self.in_draining(r) {
                     self.set_used(r, n, true);
@@ -475,7 +530,10 @@ impl SubZone {
             // A run stays inside one region (the fixed part, or one chunk), and out
             // of a chunk being emptied.
             let end = self.ids.region_end(start).min(span);
-            if start + n > end || self.in_draining(start) {
+            if start + n > end
+                || self.in_draining(start)
+                || node.is_some_and(|w| self.region_node(start) != w)
+            {
                 scanned += end - start;
                 start = end;
                 continue;
