@@ -115,11 +115,17 @@ impl Pm {
     /// and advises huge pages on it ([`Pm::map_report`] says what the kernel did).
     fn map(path: &Path, file: File, len: u64) -> Result<Pm, PmError> {
         let fd = file.as_raw_fd();
-        // First try a synchronous DAX mapping; the kernel refuses it (EOPNOTSUPP or
-        // EINVAL) for files that are not on a DAX file system, e.g. /dev/shm.
-        let mode = match map_aligned(fd, len, libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC) {
-            Ok(p) => Ok((p, MapMode::Sync)),
-            Err(_) => map_aligned(fd, len, libc::MAP_SHARED).map(|p| (p, MapMode::Shared)),
+        // A synchronous DAX mapping where the kernel gives one; it refuses it
+        // (EOPNOTSUPP or EINVAL) for files that are not on a DAX file system, e.g.
+        // /dev/shm, or ext4 without DAX. Asked at an address of the kernel's choice
+        // first: a refused MAP_FIXED request may already have unmapped the range it
+        // was to replace (ext4 refuses MAP_SYNC only after that), and another thread
+        // could map something there before we could give the rest back.
+        let mode = if sync_mappable(fd, len) {
+            map_aligned(fd, len, libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC)
+                .map(|p| (p, MapMode::Sync))
+        } else {
+            map_aligned(fd, len, libc::MAP_SHARED).map(|p| (p, MapMode::Shared))
         };
         let (p, mode) = mode.map_err(|source| PmError::Map {
             path: path.to_path_buf(),
@@ -258,8 +264,22 @@ fn map_aligned(fd: libc::c_int, len: u64, flags: libc::c_int) -> std::io::Result
     };
     if p == libc::MAP_FAILED {
         let e = std::io::Error::last_os_error();
-        // SAFETY: the whole reservation is ours and unused.
-        unsafe { libc::munmap(r, span) };
+        // Only the head and tail are given back: a failed MAP_FIXED may have
+        // unmapped `[start, start + mapped)` already, and another thread may have
+        // mapped something there since (unmapping it would pull memory from under
+        // that thread). Left as it is, the middle is at worst an unused PROT_NONE
+        // reservation (address space, no memory).
+        // SAFETY: head and tail lie inside the reservation, outside the range the
+        // failed call was given, and nothing else refers to them.
+        unsafe {
+            if start > base {
+                libc::munmap(r, start - base);
+            }
+            let tail = base + span - (start + mapped);
+            if tail > 0 {
+                libc::munmap((start + mapped) as *mut libc::c_void, tail);
+            }
+        }
         return Err(e);
     }
     // SAFETY: the head and tail cut off lie inside the reservation, outside the
@@ -274,6 +294,32 @@ fn map_aligned(fd: libc::c_int, len: u64, flags: libc::c_int) -> std::io::Result
         }
     }
     Ok(p as *mut u8)
+}
+
+/// Whether the kernel maps `fd` with `MAP_SYNC` (a DAX file): a trial mapping at
+/// an address of its choice, given back at once.
+fn sync_mappable(fd: libc::c_int, len: u64) -> bool {
+    let Ok(len) = usize::try_from(len) else {
+        return false;
+    };
+    // SAFETY: a new shared mapping at an address the kernel picks; no existing
+    // memory is touched.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC,
+            fd,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return false;
+    }
+    // SAFETY: exactly the mapping just made, which nothing refers to.
+    unsafe { libc::munmap(p, len) };
+    true
 }
 
 fn region_len(file: &File) -> std::io::Result<u64> {
