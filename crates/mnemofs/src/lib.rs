@@ -46,6 +46,11 @@ mod store;
 mod tagged;
 mod vol;
 
+/// The engine's extent allocator on its own, for measuring it against other
+/// allocators (`examples/alloc_compare.rs`). Not a stable API.
+#[doc(hidden)]
+pub use space::bench as alloc_bench;
+
 pub use api::FileSystem;
 pub use devices::{mkfs_anonymous, volume_of_image, DeviceInfo, DeviceSpec};
 pub use engine::{mount, mount_devices, FileHandle, Fs};

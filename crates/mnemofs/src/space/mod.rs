@@ -17,6 +17,8 @@ use crate::error::{FsError, Result};
 use crate::format::Geometry;
 pub(crate) use placement::Placement;
 
+#[doc(hidden)]
+pub mod bench;
 mod placement;
 #[cfg(test)]
 use crate::types::PlacementMode;
@@ -91,6 +93,30 @@ impl Extents {
             self.add(s + take, l - take);
         }
         Some((s, take))
+    }
+
+    /// Takes up to `need` blocks into `runs`, as an allocation does in one range: a
+    /// freed single block first for a one-block allocation, then runs from the trees
+    /// ([`Extents::take`]), then single blocks. Returns how many are still needed.
+    #[inline]
+    fn take_into(&mut self, mut need: u64, runs: &mut Runs) -> u64 {
+        if need == 1 {
+            if let Some(b) = self.singles.pop() {
+                runs.push((b, 1));
+                return 0;
+            }
+        }
+        while need > 0 {
+            let Some(t) = self.take(need) else { break };
+            runs.push(t);
+            need -= t.1;
+        }
+        while need > 0 {
+            let Some(b) = self.singles.pop() else { break };
+            runs.push((b, 1));
+            need -= 1;
+        }
+        need
     }
 
     /// Returns a run, coalescing it with the extents on either side.
@@ -312,22 +338,7 @@ impl Space {
         self.try_ranges(node, |r| {
             let mut m = self.cpus[r].lock();
             let before = need;
-            if need == 1 {
-                if let Some(b) = m.singles.pop() {
-                    runs.push((b, 1));
-                    need = 0;
-                }
-            }
-            while need > 0 {
-                let Some(t) = m.take(need) else { break };
-                runs.push(t);
-                need -= t.1;
-            }
-            while need > 0 {
-                let Some(b) = m.singles.pop() else { break };
-                runs.push((b, 1));
-                need -= 1;
-            }
+            need = m.take_into(need, &mut runs);
             drop(m);
             if need < before {
                 self.taken(r, before - need);
