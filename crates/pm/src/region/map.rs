@@ -269,31 +269,28 @@ fn map_aligned(fd: libc::c_int, len: u64, flags: libc::c_int) -> std::io::Result
         // mapped something there since (unmapping it would pull memory from under
         // that thread). Left as it is, the middle is at worst an unused PROT_NONE
         // reservation (address space, no memory).
-        // SAFETY: head and tail lie inside the reservation, outside the range the
-        // failed call was given, and nothing else refers to them.
-        unsafe {
-            if start > base {
-                libc::munmap(r, start - base);
-            }
-            let tail = base + span - (start + mapped);
-            if tail > 0 {
-                libc::munmap((start + mapped) as *mut libc::c_void, tail);
-            }
-        }
+        trim_reservation(base, span, start, mapped);
         return Err(e);
     }
-    // SAFETY: the head and tail cut off lie inside the reservation, outside the
-    // file's mapping `[start, start + mapped)`, and nothing refers to them.
+    trim_reservation(base, span, start, mapped);
+    Ok(p as *mut u8)
+}
+
+/// Gives back the head `[base, start)` and the tail `[start + mapped, base + span)`
+/// of a reservation made by [`map_aligned`], whose middle is the file's mapping (or
+/// the range a failed fixed mapping was given).
+fn trim_reservation(base: usize, span: usize, start: usize, mapped: usize) {
+    // SAFETY: head and tail lie inside the reservation, outside
+    // `[start, start + mapped)`, and nothing else refers to them.
     unsafe {
         if start > base {
-            libc::munmap(r, start - base);
+            libc::munmap(base as *mut libc::c_void, start - base);
         }
         let tail = base + span - (start + mapped);
         if tail > 0 {
             libc::munmap((start + mapped) as *mut libc::c_void, tail);
         }
     }
-    Ok(p as *mut u8)
 }
 
 /// Whether the kernel maps `fd` with `MAP_SYNC` (a DAX file): a trial mapping at
