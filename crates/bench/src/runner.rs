@@ -598,9 +598,10 @@ pub fn measure<E: FileSystem + 'static>(
     cfg.validate().map_err(BenchError::Msg)?;
     let threads = cfg.threads;
     // Each thread's own files are made as a thread of its node (see `prepare`).
+    let own = pm::thread_node_override();
     let as_thread = |t: usize| pm::set_thread_node(thread_placement(cfg, t).map(|(n, _)| n));
     let prepared = prepare(cfg.workload, fs, &cfg.params, threads, cfg.seed, &as_thread);
-    pm::set_thread_node(None);
+    pm::set_thread_node(own);
     let workers = prepared?;
     let barrier = Barrier::new(threads + 1);
     let abort = AtomicBool::new(false);

@@ -217,12 +217,10 @@ impl Fs {
                     !opts.lawn_fixed_zone,
                     opts.lawn_desc_store,
                     rcache.as_ref().map(|c| c.shared.clone()),
-                    crate::data::lawn::LawnPlace {
-                        local_first: dev_nodes.len() > 1
-                            && opts.placement == crate::types::PlacementMode::Local,
-                        dev_node: dev_nodes.clone(),
-                        want: Vec::new(),
-                    },
+                    crate::data::lawn::LawnPlace::new(
+                        opts.placement == crate::types::PlacementMode::Local,
+                        &dev_nodes,
+                    ),
                 ))
             }
         };

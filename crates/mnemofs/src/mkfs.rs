@@ -85,21 +85,24 @@ pub(crate) fn volume_geometry(
         let s = u128::from(wanted) * u128::from(b) / u128::from(total.max(1));
         u64::try_from(s).unwrap_or(wanted)
     };
+    // The later devices' shares (rounded down to whole CPU shares), and device 0
+    // the rest: the volume has at least the slots asked for.
+    let mut inodes = vec![0u64; blocks.len()];
+    for (i, &b) in blocks.iter().enumerate().skip(1) {
+        // At most half of the device, and what a table entry can count.
+        let half = b.saturating_mul(crate::format::BLOCK) / 2 / crate::format::INODE_SIZE;
+        let n = share(b).min(half).min(u64::from(u32::MAX));
+        inodes[i] = n / cpus64 * cpus64;
+    }
+    let later = inodes.iter().fold(0u64, |a, &n| a.saturating_add(n));
     let first = if blocks.len() <= 1 {
         opts.inodes
     } else {
-        share(blocks[0]).max(16)
+        wanted.saturating_sub(later).max(16)
     };
     let mut geo = Geometry::compute_zoned(len, cpus, first, min, zone_params(opts))?;
     geo.set_devices(blocks).map_err(FsError::Volume)?;
     if blocks.len() > 1 {
-        let mut inodes = vec![0u64; blocks.len()];
-        for (i, &b) in blocks.iter().enumerate().skip(1) {
-            // At most half of the device, and what a table entry can count.
-            let half = b.saturating_mul(crate::format::BLOCK) / 2 / crate::format::INODE_SIZE;
-            let n = share(b).min(half).min(u64::from(u32::MAX));
-            inodes[i] = n / cpus64 * cpus64;
-        }
         geo.set_device_inodes(&inodes).map_err(FsError::Volume)?;
     }
     Ok(geo)

@@ -228,7 +228,7 @@ fn a_device_table_whose_inode_table_does_not_fit_its_device_is_refused() {
     f.read_exact_at(&mut b, TABLE_OFF).unwrap();
     let good = DeviceTable::decode(&b).unwrap().unwrap();
     assert!(good.devices[1].inodes > 0, "{good:?}");
-    for (inodes, what) in [(u32::MAX - 1, "leaves no data block"), (3, "multiple")] {
+    for (inodes, what) in [(u32::MAX - 1, "leaves fewer data blocks"), (3, "multiple")] {
         let mut t = good.clone();
         t.devices[1].inodes = inodes;
         for at in [TABLE_OFF, 4096 + TABLE_OFF] {

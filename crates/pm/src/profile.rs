@@ -499,9 +499,10 @@ impl WriteChannels {
             // Idle: a plain store, not a locked read-modify-write. Right after the
             // fence's `sfence` a locked instruction would wait for the thread's
             // non-temporal stores to drain, which the modeled wait is meant to
-            // overlap (it cost ~95 ns per fence on the development VM). Two fences
-            // that find the channel idle at the same instant may both store, and one
-            // transfer is then not queued: contention can be under-counted, never
+            // overlap (it cost ~95 ns per fence on the development VM). A fence that
+            // finds the channel idle and is then delayed before its store (another
+            // fence finding it idle at the same instant, or a preemption) overwrites
+            // what was queued meanwhile: contention can be under-counted, never
             // over-counted.
             busy.store(now.saturating_add(ticks), Ordering::Relaxed);
             return 0;
@@ -546,6 +547,19 @@ pub(crate) fn take_pending_charge(
     channels: &WriteChannels,
     clock: &SpinClock,
 ) -> FenceCharge {
+    take_pending_charge_at(p, thread_node, channels, clock, None)
+}
+
+/// [`take_pending_charge`] at `now` ([`SpinClock::ticks`]; `None`: read the clock
+/// when needed). Tests give the time.
+#[inline]
+fn take_pending_charge_at(
+    p: &PmProfile,
+    thread_node: u32,
+    channels: &WriteChannels,
+    clock: &SpinClock,
+    now: Option<u64>,
+) -> FenceCharge {
     let t = thread_node as usize % MAX_NODES;
     let mask = PENDING_NODES.with(|m| m.get());
     if mask == 1 << t {
@@ -554,7 +568,8 @@ pub(crate) fn take_pending_charge(
         let bytes = PENDING_BYTES.with(|b| b[t].replace(0));
         let own_ns = p.persist_cost_ns(bytes);
         let ticks = clock.ns_to_ticks(transfer_ns(bytes, p.write_bandwidth));
-        let queued = channels.queue(t, clock.ticks(), ticks);
+        let now = now.unwrap_or_else(|| clock.ticks());
+        let queued = channels.queue(t, now, ticks);
         return FenceCharge {
             own_ns,
             queue_ns: clock.ticks_to_ns(queued),
@@ -563,7 +578,7 @@ pub(crate) fn take_pending_charge(
     if mask == 0 {
         return FenceCharge::default();
     }
-    take_pending_mixed_charge(p, thread_node, channels, clock)
+    take_pending_mixed_charge(p, thread_node, channels, clock, now)
 }
 
 /// [`take_pending_charge`] with bytes pending to other nodes than the thread's.
@@ -574,11 +589,12 @@ fn take_pending_mixed_charge(
     thread_node: u32,
     channels: &WriteChannels,
     clock: &SpinClock,
+    now: Option<u64>,
 ) -> FenceCharge {
     let pending = take_pending_writes();
     let mut classes = [(0u32, 0u64); MAX_NODES];
     let mut n = 0;
-    let now = clock.ticks();
+    let now = now.unwrap_or_else(|| clock.ticks());
     let mut queued = 0;
     for (node, &bytes) in pending.iter().enumerate() {
         if bytes != 0 {
@@ -1009,20 +1025,22 @@ mod tests {
         let clock = SpinClock::get();
         let ch = WriteChannels::default();
         let _ = take_pending_writes();
-        // Another thread has 1 ms of transfers queued on node 1's channel.
+        // Another thread has 1 ms of transfers queued on node 1's channel at time
+        // t0 (times given, not read: the result does not depend on the host).
+        let t0 = 1u64 << 40;
         let ahead = clock.ns_to_ticks(1_000_000);
-        ch.queue(1, clock.ticks(), ahead);
+        ch.queue(1, t0, ahead);
         // A local-only fence on node 0 does not wait for it.
         add_pending_write(0, 4096);
-        let c = take_pending_charge(&o, 0, &ch, clock);
+        let c = take_pending_charge_at(&o, 0, &ch, clock, Some(t0));
         assert_eq!((c.own_ns, c.queue_ns), (o.persist_cost_ns(4096), 0));
-        // A fence with bytes for node 1 waits most of that millisecond (less the
-        // time since it was queued), and its own cost is unchanged.
+        // A fence with bytes for node 1, a quarter of the way through, waits the
+        // other three quarters; its own cost is unchanged.
         add_pending_write(0, 64);
         add_pending_write(1, 64);
-        let c = take_pending_charge(&o, 0, &ch, clock);
+        let c = take_pending_charge_at(&o, 0, &ch, clock, Some(t0 + ahead / 4));
         assert_eq!(c.own_ns, o.persist_cost_at_ns(&[(10, 64), (21, 64)]));
-        assert!(c.queue_ns > 500_000 && c.queue_ns <= 1_000_000, "{c:?}");
+        assert_eq!(c.queue_ns, clock.ticks_to_ns(ahead - ahead / 4), "{c:?}");
     }
 
     #[test]

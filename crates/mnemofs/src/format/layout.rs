@@ -365,13 +365,14 @@ impl Geometry {
                     self.cpus
                 ));
             }
-            let fits = c
-                .checked_mul(INODE_SIZE)
-                .is_some_and(|b| b.div_ceil(BLOCK) < self.dev_blocks[d]);
+            // Every CPU's range of the device keeps at least one data block.
+            let fits = c.checked_mul(INODE_SIZE).is_some_and(|b| {
+                b.div_ceil(BLOCK).saturating_add(u64::from(self.cpus)) <= self.dev_blocks[d]
+            });
             if !fits {
                 return Err(format!(
-                    "device {d}: an inode table of {c} slots leaves no data block of its {}",
-                    self.dev_blocks[d]
+                    "device {d}: an inode table of {c} slots leaves fewer data blocks than the {} CPUs' ranges of its {}",
+                    self.cpus, self.dev_blocks[d]
                 ));
             }
             total = total
@@ -425,9 +426,11 @@ impl Geometry {
         }
         let n = (self.devices as usize).clamp(1, MAX_DEVICES);
         (1..n).all(|d| {
+            // A device without a table is crossed freely (a run may span the
+            // boundary between two devices' data).
+            let tb = self.dev_inode_blocks(d);
             let t0 = self.dev_start(d);
-            let t1 = t0.saturating_add(self.dev_inode_blocks(d));
-            last < t0 || start >= t1
+            tb == 0 || last < t0 || start >= t0.saturating_add(tb)
         })
     }
 
@@ -469,10 +472,19 @@ impl Geometry {
                 self.total_blocks
             ));
         }
-        if blocks[0] <= self.data_start || blocks.contains(&0) {
+        if blocks[0] < self.data_start.saturating_add(u64::from(self.cpus).max(1))
+            || blocks.contains(&0)
+        {
             return Err(format!(
-                "device 0 ({} blocks) does not hold the metadata area ({} blocks) and a data block",
+                "device 0 ({} blocks) does not hold the metadata area ({} blocks) and a data block per CPU",
                 blocks[0], self.data_start
+            ));
+        }
+        // Every CPU's range of a later device has at least one block.
+        if let Some(i) = (1..blocks.len()).find(|&i| blocks[i] < u64::from(self.cpus)) {
+            return Err(format!(
+                "device {i} has {} blocks, fewer than the {} CPUs' ranges",
+                blocks[i], self.cpus
             ));
         }
         self.devices = blocks.len() as u32;
@@ -647,5 +659,13 @@ mod tests {
         // New device sizes clear the tables.
         h.set_devices(&[2 * q, 2 * q]).unwrap();
         assert_eq!((h.inodes(), h.data_blocks()), (n0, h.data_span()));
+        // A device without a table: a run may cross onto it (version 5 volumes, or a
+        // share that rounded down to nothing).
+        assert!(h.is_data_run(2 * q - 2, 4));
+        h.set_device_inodes(&[0, 32]).unwrap();
+        assert!(!h.is_data_run(2 * q - 2, 4));
+        let mut k = g;
+        k.set_device_inodes(&[0, 0, 64]).unwrap();
+        assert!(k.is_data_run(2 * q - 2, 4) && !k.is_data_run(3 * q - 2, 4));
     }
 }

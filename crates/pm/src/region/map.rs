@@ -121,11 +121,14 @@ impl Pm {
         // first: a refused MAP_FIXED request may already have unmapped the range it
         // was to replace (ext4 refuses MAP_SYNC only after that), and another thread
         // could map something there before we could give the rest back.
-        let mode = if sync_mappable(fd, len) {
-            map_aligned(fd, len, libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC)
-                .map(|p| (p, MapMode::Sync))
+        let sync = if sync_mappable(fd, len) {
+            map_aligned(fd, len, libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC).ok()
         } else {
-            map_aligned(fd, len, libc::MAP_SHARED).map(|p| (p, MapMode::Shared))
+            None
+        };
+        let mode = match sync {
+            Some(p) => Ok((p, MapMode::Sync)),
+            None => map_aligned(fd, len, libc::MAP_SHARED).map(|p| (p, MapMode::Shared)),
         };
         let (p, mode) = mode.map_err(|source| PmError::Map {
             path: path.to_path_buf(),

@@ -181,6 +181,14 @@ impl LawnCore {
             Some(n) => store.space.alloc_contiguous_on(cb, n),
             None => store.space.alloc_contiguous(cb),
         }?;
+        if let Some(n) = node {
+            if self.place.node_of_block(&self.geo, b) != n {
+                // The node's devices had no room: a chunk elsewhere would not be
+                // local to its writers (and would be kept), so none.
+                store.space.free_run(b, cb);
+                return None;
+            }
+        }
         let vol = &*store.vol;
         // Fault the chunk's pages in here, not in the writers' first stores to
         // them (on /dev/shm a first touch also zero-fills the page).

@@ -83,16 +83,35 @@ pub(crate) struct LawnCore {
 /// asks the write-back thread for a growth chunk on that node.
 #[derive(Debug, Default)]
 pub(crate) struct LawnPlace {
-    /// Writers take slots on their own node first (placement `local` over several
-    /// devices); otherwise wherever free (the one-device behaviour).
+    /// Writers take slots on their own node first (placement `local` over devices
+    /// on at least two nodes); otherwise wherever free (the one-device behaviour).
     pub local_first: bool,
     /// NUMA node of each device.
     pub dev_node: Vec<u32>,
+    /// Nodes whose writers may ask for a chunk of their own: those holding a
+    /// device, but device 0's (the fixed zone's, grown by the usual low-water rule).
+    pub growable_nodes: u64,
     /// Per sub-zone: bit `n` — a writer of node `n` found no slot on its node.
     pub want: Vec<AtomicU64>,
 }
 
 impl LawnPlace {
+    /// The placement of a zone on devices on `dev_node` (`local`: the mount's
+    /// placement is `local`).
+    pub fn new(local: bool, dev_node: &[u32]) -> LawnPlace {
+        let fixed = dev_node.first().copied().unwrap_or(0);
+        let growable_nodes = dev_node
+            .iter()
+            .filter(|&&n| n != fixed)
+            .fold(0u64, |m, &n| m | 1u64 << (n % 64));
+        LawnPlace {
+            local_first: local && growable_nodes != 0,
+            dev_node: dev_node.to_vec(),
+            growable_nodes,
+            want: Vec::new(),
+        }
+    }
+
     /// The NUMA node of the device holding global block `b`.
     pub fn node_of_block(&self, geo: &Geometry, b: u64) -> u32 {
         self.dev_node.get(geo.device_of(b)).copied().unwrap_or(0)
@@ -108,7 +127,8 @@ impl LawnCore {
             return false;
         };
         let bit = 1u64 << (node % 64);
-        w.load(Ordering::Relaxed) & bit == 0
+        self.place.growable_nodes & bit != 0
+            && w.load(Ordering::Relaxed) & bit == 0
             && w.fetch_or(bit, Ordering::Relaxed) & bit == 0
             && self
                 .growable
