@@ -538,22 +538,11 @@ pub(crate) struct FenceCharge {
 /// only to devices on the thread's own node cost exactly
 /// [`PmProfile::persist_cost_ns`]; otherwise each device node is a class at its
 /// distance from `thread_node` ([`PmProfile::persist_cost_at_ns`]). The bytes are
-/// queued on `channels` (each class at its own bandwidth), and the fence also waits
-/// for the longest queue ahead of them.
+/// queued on `channels` (each class at its own bandwidth) at `now`
+/// ([`SpinClock::ticks`]; `None`: the clock is read when needed, tests give the
+/// time), and the fence also waits for the longest queue ahead of them.
 #[inline]
 pub(crate) fn take_pending_charge(
-    p: &PmProfile,
-    thread_node: u32,
-    channels: &WriteChannels,
-    clock: &SpinClock,
-) -> FenceCharge {
-    take_pending_charge_at(p, thread_node, channels, clock, None)
-}
-
-/// [`take_pending_charge`] at `now` ([`SpinClock::ticks`]; `None`: read the clock
-/// when needed). Tests give the time.
-#[inline]
-fn take_pending_charge_at(
     p: &PmProfile,
     thread_node: u32,
     channels: &WriteChannels,
@@ -957,7 +946,7 @@ mod tests {
         let o = PmProfile::OPTANE;
         // Fresh channels each time: nothing queued ahead, the own cost only.
         let take_pending_cost_ns = |o: &PmProfile, node: u32| {
-            let c = take_pending_charge(o, node, &WriteChannels::default(), SpinClock::get());
+            let c = take_pending_charge(o, node, &WriteChannels::default(), SpinClock::get(), None);
             assert_eq!(c.queue_ns, 0);
             c.own_ns
         };
@@ -1032,13 +1021,13 @@ mod tests {
         ch.queue(1, t0, ahead);
         // A local-only fence on node 0 does not wait for it.
         add_pending_write(0, 4096);
-        let c = take_pending_charge_at(&o, 0, &ch, clock, Some(t0));
+        let c = take_pending_charge(&o, 0, &ch, clock, Some(t0));
         assert_eq!((c.own_ns, c.queue_ns), (o.persist_cost_ns(4096), 0));
         // A fence with bytes for node 1, a quarter of the way through, waits the
         // other three quarters; its own cost is unchanged.
         add_pending_write(0, 64);
         add_pending_write(1, 64);
-        let c = take_pending_charge_at(&o, 0, &ch, clock, Some(t0 + ahead / 4));
+        let c = take_pending_charge(&o, 0, &ch, clock, Some(t0 + ahead / 4));
         assert_eq!(c.own_ns, o.persist_cost_at_ns(&[(10, 64), (21, 64)]));
         assert_eq!(c.queue_ns, clock.ticks_to_ns(ahead - ahead / 4), "{c:?}");
     }

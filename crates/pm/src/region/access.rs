@@ -286,7 +286,7 @@ impl Pm {
             // device: local ones exactly as `persist_cost_ns`, remote ones at their
             // distance, and behind what other threads queued on the same nodes'
             // channels first (see the `profile` module).
-            let c = profile::take_pending_charge(p, node, channels, clock);
+            let c = profile::take_pending_charge(p, node, channels, clock, None);
             clock.spin(c.own_ns.saturating_add(c.queue_ns));
             self.counters.add_delay(c.own_ns);
             if c.queue_ns != 0 {
