@@ -13,6 +13,10 @@ if (($(df -Pm /dev/shm 2>/dev/null | awk 'NR == 2 { print $4 }' || echo 0) < 2 *
   SCRATCH=${TMPDIR:-/tmp}
 fi
 SERVER_PID=
+# MNEMOFS_CLUSTER=1: the mount is a cluster client (`mount --mds`) of a metadata
+# server (`mnemofs mds`) of the image, both on this host (docs/CLUSTER.md).
+CLUSTER=${MNEMOFS_CLUSTER:-0}
+MDS_PID=
 
 die() { echo "error: $*" >&2; exit 1; }
 
@@ -45,7 +49,19 @@ mount_fresh() {
   mkdir -p "$mnt"
   rm -f "$img"
   "$MNEMOFS" mkfs "$img" --size "${IMAGE_MB}M"
-  "$MNEMOFS" mount "$img" "$mnt" --foreground >"$log" 2>&1 &
+  if ((CLUSTER)); then
+    local port=$((20000 + RANDOM % 20000))
+    "$MNEMOFS" mds "$img" --listen "127.0.0.1:$port" >"$log.mds" 2>&1 &
+    MDS_PID=$!
+    for _ in $(seq 50); do
+      grep -q "served on" "$log.mds" 2>/dev/null && break
+      kill -0 "$MDS_PID" 2>/dev/null || { cat "$log.mds" >&2; return 1; }
+      sleep 0.1
+    done
+    "$MNEMOFS" mount --mds "127.0.0.1:$port" --data "$img" "$mnt" --foreground >"$log" 2>&1 &
+  else
+    "$MNEMOFS" mount "$img" "$mnt" --foreground >"$log" 2>&1 &
+  fi
   SERVER_PID=$!
   for _ in $(seq 100); do
     is_mounted "$mnt" && { echo "mounted $img at $mnt (server pid $SERVER_PID)"; return 0; }
@@ -79,6 +95,14 @@ stop_server() {
   fi
   wait "$SERVER_PID" || rc=$?
   SERVER_PID=
+  if [[ -n $MDS_PID ]]; then
+    # The metadata server stops on SIGTERM (a script's background job ignores
+    # SIGINT): its sessions end and the volume is unmounted cleanly.
+    kill -TERM "$MDS_PID" 2>/dev/null || true
+    gone "$MDS_PID" 300 || kill -KILL "$MDS_PID"
+    wait "$MDS_PID" || rc=$?
+    MDS_PID=
+  fi
   return "$rc"
 }
 

@@ -15,6 +15,7 @@ mod error;
 mod fsck;
 #[cfg(feature = "crashtest")]
 mod fuzz;
+mod mds;
 mod mkfs;
 mod modes;
 mod mount;
@@ -43,8 +44,10 @@ struct Cli {
 enum Cmd {
     /// Format an image file or PM device as an empty mnemofs
     Mkfs(mkfs::MkfsArgs),
-    /// Mount a mnemofs on an empty directory
+    /// Mount a mnemofs on an empty directory (or, with --mds, a cluster client)
     Mount(mount::MountArgs),
+    /// Serve a volume's namespace and space to cluster clients (metadata server)
+    Mds(mds::MdsArgs),
     /// Check an image without changing it (exit 0 clean, 1 problems, 2 unusable)
     Fsck(fsck::FsckArgs),
     /// Show geometry, space, inodes, PM counters and modes of an image or mount point
@@ -90,6 +93,7 @@ fn main() {
     let result = match &cli.cmd {
         Cmd::Mkfs(a) => mkfs::run(a).map(|()| 0),
         Cmd::Mount(a) => mount::run(a).map(|()| 0),
+        Cmd::Mds(a) => mds::run(a).map(|()| 0),
         Cmd::Fsck(a) => fsck::run(a),
         Cmd::Stat(a) => stat::run(a).map(|()| 0),
         Cmd::Bench(a) => bench::run(a),

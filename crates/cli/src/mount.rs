@@ -23,10 +23,22 @@ use std::sync::{Arc, Mutex, OnceLock};
 pub struct MountArgs {
     /// Image file or PM device holding a mnemofs; the devices of a volume
     /// comma-separated, in any order (`a.img,b.img@1`: `@NODE` overrides a device's
-    /// NUMA node)
+    /// NUMA node). With --mds: the mount point, alone
+    #[arg(value_name = "IMAGE")]
     pub image: PathBuf,
     /// Empty directory to mount on
-    pub mountpoint: PathBuf,
+    pub mountpoint: Option<PathBuf>,
+    /// Mount a cluster client of the metadata server at ADDR (HOST:PORT) instead of
+    /// a local volume: `mount --mds ADDR --data DEVS MOUNTPOINT` (docs/CLUSTER.md)
+    #[arg(long, value_name = "ADDR", requires = "data")]
+    pub mds: Option<String>,
+    /// With --mds: the volume's devices as this host maps them, comma-separated
+    #[arg(long, value_name = "DEVS", requires = "mds")]
+    pub data: Option<PathBuf>,
+    /// With --mds: when a write's commit is sent: sync (persist the data, commit,
+    /// wait for the reply, return)
+    #[arg(long, value_name = "MODE", default_value = "sync")]
+    pub commit: String,
     /// Serve in the foreground until unmounted (Ctrl-C unmounts); default: return
     /// once mounted and serve in the background
     #[arg(long, short)]
@@ -194,7 +206,39 @@ pub fn parse_options(list: &str) -> CliResult<MountOpts> {
     Ok(m)
 }
 
+impl MountArgs {
+    /// The volume's devices (a local mount) and the mount point: `IMAGE
+    /// MOUNTPOINT`, or with --mds the one positional, the mount point.
+    fn target(&self) -> CliResult<(Option<&Path>, &Path)> {
+        match (&self.mds, &self.mountpoint) {
+            (None, Some(m)) => Ok((Some(&self.image), m)),
+            (None, None) => Err(CliError::new(
+                "give the image and the mount point: mnemofs mount IMAGE MOUNTPOINT",
+            )
+            .with_code(2)),
+            (Some(_), None) => Ok((None, &self.image)),
+            (Some(_), Some(_)) => Err(CliError::new(
+                "with --mds the devices are given by --data: mnemofs mount --mds ADDR --data DEVS MOUNTPOINT",
+            )
+            .with_code(2)),
+        }
+    }
+}
+
+/// The commit mode `--commit` names.
+fn commit_mode(s: &str) -> CliResult<mnemofs_cluster::CommitMode> {
+    match s {
+        "sync" => Ok(mnemofs_cluster::CommitMode::Sync),
+        other => Err(CliError::new(format!(
+            "--commit {other}: unknown commit mode (this build has: sync)"
+        ))
+        .with_code(2)),
+    }
+}
+
 pub fn run(args: &MountArgs) -> CliResult<()> {
+    let (image, mountpoint) = args.target()?;
+    commit_mode(&args.commit)?;
     let o = parse_options(args.options.as_deref().unwrap_or(""))?;
     let mut opts = modes::resolve_with(
         o.preset.as_deref().unwrap_or(&args.preset),
@@ -229,9 +273,12 @@ pub fn run(args: &MountArgs) -> CliResult<()> {
         }
         return res;
     }
-    let image = crate::devs::canonical(&args.image)?;
-    let mountpoint = check_mountpoint(&args.mountpoint).map_err(|e| CliError::new(e.0))?;
-    spawn_daemon(args, &image, &mountpoint)
+    let image = match image {
+        Some(i) => Some(crate::devs::canonical(i)?),
+        None => None,
+    };
+    let mountpoint = check_mountpoint(mountpoint).map_err(|e| CliError::new(e.0))?;
+    spawn_daemon(args, image.as_deref(), &mountpoint)
 }
 
 fn run_foreground(args: &MountArgs, opts: mnemofs::MountOptions) -> CliResult<()> {
@@ -247,40 +294,67 @@ fn run_foreground(args: &MountArgs, opts: mnemofs::MountOptions) -> CliResult<()
     let _blocked = BlockedSignals::block(&STOP_SIGNALS)
         .map_err(|e| CliError::new(format!("cannot block signals: {e}")))?;
     // Checked before the engine mount so that a bad mount point costs no recovery.
-    let mountpoint = check_mountpoint(&args.mountpoint).map_err(|e| CliError::new(e.0))?;
-    let specs = crate::devs::parse(&args.image)?;
-    let fs = retry_if_busy(|| mnemofs::mount_devices(&specs, &opts))
-        .map_err(|e| fs_error(&args.image, &e))?;
+    let (image, mountpoint) = args.target()?;
+    let mountpoint = check_mountpoint(mountpoint).map_err(|e| CliError::new(e.0))?;
     let o = parse_options(args.options.as_deref().unwrap_or(""))?;
     let mut flags = o.flags;
     flags.read_only |= args.read_only;
-    let cfg = MountConfig {
+    let mut cfg = MountConfig {
         threads: o.threads.unwrap_or(args.threads),
         direct_io: !args.no_direct_io,
         page_cache_reads: !args.no_page_cache_reads,
-        // The mount table names the image, so findmnt, df and `umount IMAGE` find it.
-        fsname: crate::devs::canonical(&args.image)
-            .unwrap_or_else(|_| args.image.clone())
-            .display()
-            .to_string(),
         flags,
         ..MountConfig::default()
     };
-    let image = args.image.display().to_string();
+    match (image, &args.mds, &args.data) {
+        (Some(image), _, _) => {
+            let specs = crate::devs::parse(image)?;
+            let fs = retry_if_busy(|| mnemofs::mount_devices(&specs, &opts))
+                .map_err(|e| fs_error(image, &e))?;
+            // The mount table names the image, so findmnt, df and `umount IMAGE`
+            // find it.
+            cfg.fsname = crate::devs::canonical(image)
+                .unwrap_or_else(|_| image.to_path_buf())
+                .display()
+                .to_string();
+            serve(fs, args, &mountpoint, &cfg, &image.display().to_string())
+        }
+        (None, Some(mds), Some(data)) => {
+            let client = mnemofs_cluster::Client::connect(&mnemofs_cluster::ClientConfig {
+                mds: mds.clone(),
+                data: crate::devs::parse(data)?,
+                commit: commit_mode(&args.commit)?,
+            })
+            .map_err(|e| fs_error(data, &e))?;
+            cfg.fsname = format!("mnemofs-client:{mds}");
+            serve(client, args, &mountpoint, &cfg, &format!("client of {mds}"))
+        }
+        _ => Err(CliError::new("--mds needs --data").with_code(2)),
+    }
+}
+
+/// Serves `fs` on `mountpoint` until it is unmounted.
+fn serve<E: mnemofs::FileSystem + 'static>(
+    fs: E,
+    args: &MountArgs,
+    mountpoint: &Path,
+    cfg: &MountConfig,
+    what: &str,
+) -> CliResult<()> {
     let daemon = args.ready_fd.is_some();
-    mnemofs_fuse::mount_and_serve_with(Arc::new(fs), &mountpoint, &cfg, |mp| {
+    mnemofs_fuse::mount_and_serve_with(Arc::new(fs), mountpoint, cfg, |mp| {
         let _ = MOUNTED_AT.set(mp.to_path_buf());
         report_ready_to_parent();
         if daemon {
             note(&format!(
-                "mnemofs: {image} mounted on {} (pid {}, {} threads)",
+                "mnemofs: {what} mounted on {} (pid {}, {} threads)",
                 mp.display(),
                 std::process::id(),
                 cfg.effective_threads()
             ));
         } else {
             note(&format!(
-                "mnemofs: {image} mounted on {}; Ctrl-C or `umount {}` unmounts it",
+                "mnemofs: {what} mounted on {}; Ctrl-C or `umount {}` unmounts it",
                 mp.display(),
                 mp.display()
             ));
@@ -315,7 +389,7 @@ fn take_ready_fd(fd: i32) -> CliResult<File> {
 }
 
 /// Starts the background daemon and waits until it has mounted (or failed).
-fn spawn_daemon(args: &MountArgs, image: &Path, mountpoint: &Path) -> CliResult<()> {
+fn spawn_daemon(args: &MountArgs, image: Option<&Path>, mountpoint: &Path) -> CliResult<()> {
     let (mut reader, writer) =
         std::io::pipe().map_err(|e| CliError::new(format!("cannot create a pipe: {e}")))?;
     // The pipe is close-on-exec; the daemon gets a duplicate without that flag,
@@ -373,7 +447,21 @@ fn spawn_daemon(args: &MountArgs, image: &Path, mountpoint: &Path) -> CliResult<
     if args.read_only {
         cmd.arg("--read-only");
     }
-    cmd.arg("--").arg(image).arg(mountpoint);
+    match image {
+        Some(image) => {
+            cmd.arg("--").arg(image).arg(mountpoint);
+        }
+        None => {
+            if let (Some(m), Some(d)) = (&args.mds, &args.data) {
+                cmd.arg("--mds")
+                    .arg(m)
+                    .arg("--data")
+                    .arg(crate::devs::canonical(d)?);
+            }
+            cmd.arg("--commit").arg(&args.commit);
+            cmd.arg("--").arg(mountpoint);
+        }
+    }
     cmd.stdin(Stdio::null()).current_dir("/");
     let log = open_log(mountpoint);
     match &log {

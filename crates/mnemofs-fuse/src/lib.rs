@@ -17,4 +17,4 @@ pub use adapter::{
 pub use convert::{errno, file_attr, file_type, BLKSIZE};
 pub use mountpoint::{check_mountpoint, MountpointError, MNEMOFS_FSTYPE};
 pub use serve::{mount_and_serve, mount_and_serve_with, KernelFlags, MountConfig, MountError};
-pub use signals::{BlockedSignals, STOP_SIGNALS};
+pub use signals::{signal_name, BlockedSignals, STOP_SIGNALS};

@@ -499,6 +499,16 @@ pub fn mkfs_anonymous(sizes: &[u64], opts: &crate::MkfsOptions) -> Result<Volume
     Ok(vol.into_volume())
 }
 
+/// A volume's devices mapped by someone other than its mount — a cluster client
+/// that writes file data straight into them (DESIGN.md §7) — without locking them,
+/// with the volume's UUID to check against the metadata server's.
+pub fn open_shared(specs: &[DeviceSpec]) -> Result<(Volume, Vec<DeviceInfo>, Option<[u8; 16]>)> {
+    let a = open(specs, false)?;
+    let vol = Vol::from_volume(a.volume);
+    let uuid = read_table(&vol, TABLE_OFF).ok().flatten().map(|t| t.uuid);
+    Ok((vol.into_volume(), a.devices, uuid))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -492,6 +492,60 @@ impl Fs {
         self.table.forget(&self.store, ino, n)
     }
 
+    // ------------------------------------------- cluster (metadata server) --
+
+    /// Takes `blocks` data blocks out of the free space for a cluster client to
+    /// write into (DESIGN.md §7: space delegation). Nothing on PM records them: a
+    /// crash or a remount gives back whatever no commit mapped. Runs in allocation
+    /// order; `NoSpace` when the volume cannot hold them.
+    pub fn delegate(&self, blocks: u64) -> Result<Vec<(u64, u64)>> {
+        if blocks == 0 {
+            return Ok(Vec::new());
+        }
+        self.data
+            .with_reclaim(blocks, || self.store.space.alloc(blocks, false))
+            .map(|r| r.to_vec())
+    }
+
+    /// Gives back delegated blocks no commit used (a client's lease expired, or it
+    /// returned them). The caller vouches that they came from [`delegate`](Self::delegate)
+    /// and are mapped by no file.
+    pub fn reclaim_delegated(&self, runs: &[(u64, u64)]) {
+        self.store.space.free_runs(runs);
+    }
+
+    /// The layout of pages `[first, first + n)` of regular file `ino`: its size and
+    /// the block of each page (0: hole), for a cluster client that reads the blocks
+    /// itself. Only on a mount without a small-write mode.
+    pub fn layout(&self, ino: Ino, first: u64, n: u64) -> Result<crate::data::extent::Layout> {
+        let inode = self.table.get(ino)?;
+        self.data.layout(&inode, first, n)
+    }
+
+    /// Commits delegated blocks `runs`, whose contents a cluster client made durable,
+    /// as pages `first..` of regular file `ino`, whose bytes then reach at least `end`:
+    /// one log commit (entries, tail), then the replaced blocks are freed. The blocks
+    /// are consumed either way: mapped on success, freed on failure.
+    pub fn commit_extent(&self, ino: Ino, first: u64, end: u64, runs: &[(u64, u64)]) -> Result<()> {
+        let inode = match self.table.get(ino) {
+            Ok(i) => i,
+            Err(e) => {
+                self.store.space.free_runs(runs);
+                return Err(e);
+            }
+        };
+        self.data.commit_extent(&inode, first, end, runs)
+    }
+
+    /// The UUID of the volume (its device table), which a cluster client checks
+    /// against the devices it maps; `None` for an image of a format before devices.
+    pub fn volume_uuid(&self) -> Option<[u8; 16]> {
+        crate::devices::read_table(&self.store.vol, crate::format::TABLE_OFF)
+            .ok()
+            .flatten()
+            .map(|t| t.uuid)
+    }
+
     // ----------------------------------------------------------- inspection --
 
     /// The image's geometry.

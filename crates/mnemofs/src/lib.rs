@@ -52,7 +52,8 @@ mod vol;
 pub use space::bench as alloc_bench;
 
 pub use api::FileSystem;
-pub use devices::{mkfs_anonymous, volume_of_image, DeviceInfo, DeviceSpec};
+pub use data::extent::{Layout, LAYOUT_MAX_PAGES};
+pub use devices::{mkfs_anonymous, open_shared, volume_of_image, DeviceInfo, DeviceSpec};
 pub use engine::{mount, mount_devices, FileHandle, Fs};
 pub use error::{FsError, Result};
 pub use fsck::{fsck, fsck_devices, FsckReport};

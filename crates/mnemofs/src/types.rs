@@ -1,6 +1,6 @@
 //! Public value types of the engine API.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Inode number. The root directory is [`ROOT_INO`].
 pub type Ino = u64;
@@ -15,7 +15,7 @@ pub const NAME_MAX: usize = 255;
 pub const SYMLINK_MAX: usize = 4095;
 
 /// File type, as stored in the inode (the `S_IFMT` bits of the mode).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FileKind {
     /// Regular file.
     Regular,
@@ -76,7 +76,7 @@ impl FileKind {
 }
 
 /// A point in time with nanoseconds (seconds since the epoch).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Timespec {
     /// Seconds since the epoch (negative before it).
     pub sec: i64,
@@ -108,7 +108,7 @@ impl Timespec {
 }
 
 /// Attributes of an inode.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Attr {
     /// Inode number.
     pub ino: Ino,
@@ -141,7 +141,7 @@ pub struct Attr {
 
 /// A change of attributes; `None` leaves a field as it is. `ctime` is set to now on
 /// any change unless given.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SetAttr {
     /// Permission bits (the `S_IFMT` bits are ignored).
     pub mode: Option<u32>,
@@ -160,7 +160,7 @@ pub struct SetAttr {
 }
 
 /// A node to create ([`FileSystem::create_node`](crate::FileSystem::create_node)).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NewNode {
     /// File type (`S_IFMT` bits: regular, directory, fifo, socket, device) and
     /// permission bits as the caller asked for them (umask not applied).
@@ -177,7 +177,7 @@ pub struct NewNode {
 }
 
 /// Flags of `rename`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RenameFlags {
     /// Fail with EEXIST if the target exists.
     pub noreplace: bool,
@@ -190,7 +190,7 @@ pub struct RenameFlags {
 }
 
 /// One directory entry as readdir returns it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DirEntry {
     /// Inode the name refers to.
     pub ino: Ino,
@@ -204,7 +204,7 @@ pub struct DirEntry {
 }
 
 /// File system statistics (statfs).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatFs {
     /// Block size in bytes.
     pub block_size: u32,

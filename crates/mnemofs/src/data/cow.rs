@@ -247,7 +247,13 @@ impl DataPlane {
 
     /// Commits a data write under the state lock (the `inode` lock mode: one writer
     /// per file, NOVA's protocol).
-    fn commit_write_locked(&self, inode: &Inode, first: u64, end: u64, runs: &[Run]) -> Result<()> {
+    pub(super) fn commit_write_locked(
+        &self,
+        inode: &Inode,
+        first: u64,
+        end: u64,
+        runs: &[Run],
+    ) -> Result<()> {
         let now = Timespec::now();
         let mut st = inode.state.lock();
         if st.dead {
@@ -265,7 +271,7 @@ impl DataPlane {
 
     /// Commits a data write (whose data is already stored) with the concurrent append
     /// protocol: reserve, then [`finish_concurrent`](Self::finish_concurrent).
-    fn commit_write_concurrent(
+    pub(super) fn commit_write_concurrent(
         &self,
         inode: &Inode,
         first: u64,

@@ -19,6 +19,7 @@
 //! recovery), the fine-log redo areas only in `finelog` mounts.
 
 pub(crate) mod cow;
+pub(crate) mod extent;
 pub(crate) mod finelog;
 pub(crate) mod lawn;
 pub(crate) mod rcache;

@@ -1,0 +1,749 @@
+//! The metadata server (DESIGN.md §7): a mnemofs engine over the shared devices
+//! that serves the namespace, hands out layouts, delegates space and commits the
+//! extents clients wrote. Every metadata change goes through the engine (its logs
+//! and journal), so the server is as crash-consistent as a local mount; what lives
+//! only in its DRAM — sessions, delegations, layout holders — is rebuilt by clients
+//! after a restart, and the engine's recovery gives back every delegated block no
+//! commit mapped.
+
+use crate::proto::*;
+use crate::rpc::mds_server::{Mds, MdsServer};
+use mnemofs::{Fs, FsError, Ino};
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot};
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status};
+
+/// Settings of a metadata server.
+#[derive(Clone, Copy, Debug)]
+pub struct MdsConfig {
+    /// A client's session lease.
+    pub lease: Duration,
+    /// Blocks of one delegated chunk (a client keeps two: the double pool).
+    pub chunk_blocks: u64,
+}
+
+impl Default for MdsConfig {
+    fn default() -> Self {
+        MdsConfig {
+            lease: Duration::from_secs(3),
+            chunk_blocks: 2048,
+        }
+    }
+}
+
+/// A session as the server keeps it.
+struct Sess {
+    last_heard: Instant,
+    /// Delegated blocks no commit has used yet, by first block.
+    pool: BTreeMap<u64, u64>,
+    watch: Option<mpsc::Sender<Result<Recall, Status>>>,
+    /// Files whose layout the client holds.
+    holds: HashSet<Ino>,
+    /// Pins the client took (open, remember), released if the session expires.
+    opens: HashMap<Ino, u64>,
+    remembers: HashMap<Ino, u64>,
+    /// The last batch applied and its reply (a resend gets the reply again).
+    last_seq: u64,
+    last_reply: Option<CommitReply>,
+    /// One batch at a time per session, so that a resend waits for the first.
+    commit_lock: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// Per file: the clients holding its layout; its lock orders layouts, recalls and
+/// commits of the file.
+#[derive(Default)]
+struct FileState {
+    holders: HashSet<u64>,
+}
+
+struct Inner {
+    fs: Fs,
+    cfg: MdsConfig,
+    instance: u64,
+    /// No space is delegated before this: a client of the previous instance may
+    /// write into the space it held until its lease runs out.
+    grace_until: Instant,
+    next_client: AtomicU64,
+    next_recall: AtomicU64,
+    sessions: Mutex<HashMap<u64, Sess>>,
+    files: Mutex<HashMap<Ino, Arc<tokio::sync::Mutex<FileState>>>>,
+    pending: Mutex<HashMap<u64, oneshot::Sender<()>>>,
+    stats: ServerStats,
+}
+
+/// Counters of a server (exact).
+#[derive(Debug, Default)]
+pub struct ServerStats {
+    /// Commit batches received (a resend counts again).
+    pub batches: AtomicU64,
+    /// Extent commits applied.
+    pub commits: AtomicU64,
+    /// Recalls sent.
+    pub recalls: AtomicU64,
+    /// Sessions expired (lease ran out, or a recall went unanswered).
+    pub expired: AtomicU64,
+    /// Blocks given back from expired sessions' pools.
+    pub reclaimed_blocks: AtomicU64,
+}
+
+fn errno_of(e: &FsError) -> (i32, String) {
+    (e.errno(), e.to_string())
+}
+
+fn now_nanos() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// Takes run `(s, l)` out of `pool` if it lies inside one of its extents.
+fn take_run(pool: &mut BTreeMap<u64, u64>, s: u64, l: u64) -> bool {
+    let Some(end) = s.checked_add(l) else {
+        return false;
+    };
+    let Some((&ps, &pl)) = pool.range(..=s).next_back() else {
+        return false;
+    };
+    let pend = ps + pl;
+    if l == 0 || end > pend {
+        return false;
+    }
+    pool.remove(&ps);
+    if ps < s {
+        pool.insert(ps, s - ps);
+    }
+    if end < pend {
+        pool.insert(end, pend - end);
+    }
+    true
+}
+
+/// Puts run `(s, l)` back into `pool`, joining neighbours.
+fn put_run(pool: &mut BTreeMap<u64, u64>, mut s: u64, mut l: u64) {
+    if let Some((&ps, &pl)) = pool.range(..s).next_back() {
+        if ps + pl == s {
+            pool.remove(&ps);
+            s = ps;
+            l += pl;
+        }
+    }
+    if let Some(&nl) = pool.get(&(s + l)) {
+        pool.remove(&(s + l));
+        l += nl;
+    }
+    pool.insert(s, l);
+}
+
+impl Inner {
+    fn file(&self, ino: Ino) -> Arc<tokio::sync::Mutex<FileState>> {
+        self.files.lock().entry(ino).or_default().clone()
+    }
+
+    fn alive(&self, client: u64) -> Result<(), Status> {
+        match self.sessions.lock().get_mut(&client) {
+            Some(s) => {
+                s.last_heard = Instant::now();
+                Ok(())
+            }
+            None => Err(Status::failed_precondition(
+                "no such session (expired, or the server restarted)",
+            )),
+        }
+    }
+
+    /// Ends a session: its undelegated pool back to free space, its pins dropped,
+    /// its layouts forgotten.
+    fn expire(&self, client: u64) {
+        let Some(s) = self.sessions.lock().remove(&client) else {
+            return;
+        };
+        let runs: Vec<(u64, u64)> = s.pool.into_iter().collect();
+        let blocks: u64 = runs.iter().map(|r| r.1).sum();
+        self.fs.reclaim_delegated(&runs);
+        for (&ino, &n) in &s.opens {
+            for _ in 0..n {
+                let _ = self.fs.release(ino);
+            }
+        }
+        for (&ino, &n) in &s.remembers {
+            self.fs.forget(ino, n);
+        }
+        self.stats.expired.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .reclaimed_blocks
+            .fetch_add(blocks, Ordering::Relaxed);
+        // Holder sets name the client until the next recall of each file skips it.
+    }
+
+    /// Recalls the layout of `ino` from every holder — the caller too: another
+    /// thread of it may be reading through the layout — waiting for each to answer
+    /// (a holder that does not within its lease is expired: it can no longer read
+    /// or write). Called with the file's lock held.
+    async fn recall(&self, st: &mut FileState, ino: Ino) {
+        let holders: Vec<u64> = st.holders.drain().collect();
+        let mut waits = Vec::new();
+        for c in holders {
+            let tx = {
+                let mut ss = self.sessions.lock();
+                match ss.get_mut(&c) {
+                    Some(s) => {
+                        s.holds.remove(&ino);
+                        s.watch.clone()
+                    }
+                    None => continue,
+                }
+            };
+            let id = self.next_recall.fetch_add(1, Ordering::Relaxed);
+            let (otx, orx) = oneshot::channel();
+            self.pending.lock().insert(id, otx);
+            self.stats.recalls.fetch_add(1, Ordering::Relaxed);
+            let sent = match tx {
+                Some(tx) => tx.send(Ok(Recall { ino, id })).await.is_ok(),
+                None => false,
+            };
+            waits.push((c, id, sent, orx));
+        }
+        for (c, id, sent, orx) in waits {
+            let answered =
+                sent && matches!(tokio::time::timeout(self.cfg.lease, orx).await, Ok(Ok(())));
+            self.pending.lock().remove(&id);
+            if !answered {
+                self.expire(c);
+            }
+        }
+    }
+
+    /// A namespace call on behalf of `client`.
+    async fn meta(&self, client: u64, req: MetaReq) -> MetaReply {
+        let fs = &self.fs;
+        // Calls that may free or cut a file's blocks recall its layouts first.
+        let victim = match &req {
+            MetaReq::Setattr { ino, attr } if attr.size.is_some() => Some(*ino),
+            MetaReq::Fallocate { ino, .. } => Some(*ino),
+            MetaReq::Unlink { parent, name } => fs.lookup(*parent, name).ok().map(|a| a.ino),
+            MetaReq::Rename {
+                newparent, newname, ..
+            } => fs.lookup(*newparent, newname).ok().map(|a| a.ino),
+            _ => None,
+        };
+        let file = victim.map(|i| (i, self.file(i)));
+        let mut guard = match &file {
+            Some((_, f)) => Some(f.lock().await),
+            None => None,
+        };
+        if let (Some((ino, _)), Some(g)) = (&file, guard.as_mut()) {
+            self.recall(g, *ino).await;
+        }
+        let attr = |r: mnemofs::Result<mnemofs::Attr>| match r {
+            Ok(a) => MetaReply::Attr(a),
+            Err(e) => MetaReply::Err(errno_of(&e).0, errno_of(&e).1),
+        };
+        let unit = |r: mnemofs::Result<()>| match r {
+            Ok(()) => MetaReply::Unit,
+            Err(e) => MetaReply::Err(errno_of(&e).0, errno_of(&e).1),
+        };
+        let bytes = |r: mnemofs::Result<Vec<u8>>| match r {
+            Ok(b) => MetaReply::Bytes(b),
+            Err(e) => MetaReply::Err(errno_of(&e).0, errno_of(&e).1),
+        };
+        let pin = |map: fn(&mut Sess) -> &mut HashMap<Ino, u64>, ino: Ino, add: i64| {
+            if let Some(s) = self.sessions.lock().get_mut(&client) {
+                let e = map(s).entry(ino).or_insert(0);
+                *e = e.saturating_add_signed(add);
+                if *e == 0 {
+                    map(s).remove(&ino);
+                }
+            }
+        };
+        match req {
+            MetaReq::Lookup { parent, name } => attr(fs.lookup(parent, &name)),
+            MetaReq::Getattr { ino } => attr(fs.getattr(ino)),
+            MetaReq::Setattr { ino, attr: a } => attr(fs.setattr(ino, &a)),
+            MetaReq::Create {
+                parent,
+                name,
+                mode,
+                uid,
+                gid,
+            } => attr(fs.create(parent, &name, mode, uid, gid)),
+            MetaReq::Mkdir {
+                parent,
+                name,
+                mode,
+                uid,
+                gid,
+            } => attr(fs.mkdir(parent, &name, mode, uid, gid)),
+            MetaReq::Mknod {
+                parent,
+                name,
+                mode,
+                rdev,
+                uid,
+                gid,
+            } => attr(fs.mknod(parent, &name, mode, rdev, uid, gid)),
+            MetaReq::CreateNode { parent, name, node } => {
+                attr(fs.create_node(parent, &name, &node))
+            }
+            MetaReq::Symlink {
+                parent,
+                name,
+                target,
+                uid,
+                gid,
+            } => attr(fs.symlink(parent, &name, &target, uid, gid)),
+            MetaReq::Readlink { ino } => bytes(fs.readlink(ino)),
+            MetaReq::Getxattr { ino, name } => bytes(fs.getxattr(ino, &name)),
+            MetaReq::Listxattr { ino } => bytes(fs.listxattr(ino)),
+            MetaReq::Setxattr {
+                ino,
+                name,
+                value,
+                flags,
+            } => unit(fs.setxattr(ino, &name, &value, flags)),
+            MetaReq::Removexattr { ino, name } => unit(fs.removexattr(ino, &name)),
+            MetaReq::Unlink { parent, name } => unit(fs.unlink(parent, &name)),
+            MetaReq::Rmdir { parent, name } => unit(fs.rmdir(parent, &name)),
+            MetaReq::Link { ino, parent, name } => attr(fs.link(ino, parent, &name)),
+            MetaReq::Rename {
+                parent,
+                name,
+                newparent,
+                newname,
+                flags,
+            } => unit(fs.rename(parent, &name, newparent, &newname, flags)),
+            MetaReq::Readdir { ino, offset, max } => {
+                match fs.readdir(ino, offset, max.min(4096) as usize) {
+                    Ok(d) => MetaReply::Dir(d),
+                    Err(e) => MetaReply::Err(e.errno(), e.to_string()),
+                }
+            }
+            MetaReq::Fallocate {
+                ino,
+                offset,
+                len,
+                mode,
+            } => unit(fs.fallocate(ino, offset, len, mode)),
+            MetaReq::Open { ino } => {
+                let r = fs.open(ino);
+                if r.is_ok() {
+                    pin(|s| &mut s.opens, ino, 1);
+                }
+                unit(r)
+            }
+            MetaReq::Release { ino } => {
+                pin(|s| &mut s.opens, ino, -1);
+                unit(fs.release(ino))
+            }
+            MetaReq::Remember { ino } => {
+                fs.remember(ino);
+                pin(|s| &mut s.remembers, ino, 1);
+                MetaReply::Unit
+            }
+            MetaReq::Forget { ino, n } => {
+                fs.forget(ino, n);
+                pin(|s| &mut s.remembers, ino, -(n.min(i64::MAX as u64) as i64));
+                MetaReply::Unit
+            }
+            MetaReq::Fsync { ino } => unit(fs.fsync(ino)),
+            MetaReq::Statfs => MetaReply::Statfs(fs.statfs()),
+        }
+    }
+
+    async fn layout(&self, r: LayoutReq) -> Result<LayoutReply, Status> {
+        self.alive(r.client)?;
+        let f = self.file(r.ino);
+        let mut st = f.lock().await;
+        let reply = match self.fs.layout(r.ino, r.first, r.n) {
+            Ok(l) => {
+                st.holders.insert(r.client);
+                if let Some(s) = self.sessions.lock().get_mut(&r.client) {
+                    s.holds.insert(r.ino);
+                }
+                LayoutReply::Ok {
+                    size: l.size,
+                    first: l.first,
+                    blocks: l.blocks,
+                }
+            }
+            Err(e) => LayoutReply::Err(e.errno(), e.to_string()),
+        };
+        Ok(reply)
+    }
+
+    async fn delegate(&self, r: DelegateReq) -> Result<DelegateReply, Status> {
+        self.alive(r.client)?;
+        tokio::time::sleep_until(self.grace_until.into()).await;
+        let want = r.blocks.clamp(1, self.cfg.chunk_blocks.saturating_mul(64));
+        let runs = match self.fs.delegate(want) {
+            Ok(runs) => runs,
+            Err(e) => return Ok(DelegateReply::Err(e.errno(), e.to_string())),
+        };
+        let mut ss = self.sessions.lock();
+        match ss.get_mut(&r.client) {
+            Some(s) => {
+                for &(a, l) in &runs {
+                    put_run(&mut s.pool, a, l);
+                }
+                Ok(DelegateReply::Ok(runs))
+            }
+            None => {
+                // Expired meanwhile.
+                drop(ss);
+                self.fs.reclaim_delegated(&runs);
+                Err(Status::failed_precondition("session expired"))
+            }
+        }
+    }
+
+    async fn commit(&self, b: CommitBatch) -> Result<CommitReply, Status> {
+        self.stats.batches.fetch_add(1, Ordering::Relaxed);
+        let lock = {
+            let mut ss = self.sessions.lock();
+            let s = ss.get_mut(&b.client).ok_or_else(|| {
+                Status::failed_precondition("no such session (expired, or the server restarted)")
+            })?;
+            s.last_heard = Instant::now();
+            s.commit_lock.clone()
+        };
+        let _one = lock.lock().await;
+        {
+            let ss = self.sessions.lock();
+            let s = ss
+                .get(&b.client)
+                .ok_or_else(|| Status::failed_precondition("session expired"))?;
+            if b.seq == s.last_seq {
+                if let Some(r) = &s.last_reply {
+                    return Ok(r.clone());
+                }
+            }
+            if b.seq <= s.last_seq {
+                return Err(Status::invalid_argument(format!(
+                    "commit batch {} is older than the last applied ({})",
+                    b.seq, s.last_seq
+                )));
+            }
+        }
+        let mut results = Vec::with_capacity(b.commits.len());
+        for c in &b.commits {
+            results.push(self.commit_one(b.client, c).await);
+        }
+        let reply = CommitReply { results };
+        if let Some(s) = self.sessions.lock().get_mut(&b.client) {
+            s.last_seq = b.seq;
+            s.last_reply = Some(reply.clone());
+        }
+        Ok(reply)
+    }
+
+    async fn commit_one(&self, client: u64, c: &ExtentCommit) -> i32 {
+        let f = self.file(c.ino);
+        let mut st = f.lock().await;
+        // The blocks must be this session's delegated, uncommitted space.
+        {
+            let mut ss = self.sessions.lock();
+            let Some(s) = ss.get_mut(&client) else {
+                return libc::ESTALE;
+            };
+            let mut pool = s.pool.clone();
+            if !c.runs.iter().all(|&(a, l)| take_run(&mut pool, a, l)) {
+                return libc::EINVAL;
+            }
+        }
+        // Pages merged with old contents must still map where the client read them.
+        for &(pg, block) in &c.expect {
+            match self.fs.layout(c.ino, pg, 1) {
+                Ok(l) if l.blocks.first().copied().unwrap_or(0) == block => {}
+                Ok(_) => return libc::EAGAIN,
+                Err(e) => return e.errno(),
+            }
+        }
+        self.recall(&mut st, c.ino).await;
+        // Taken from the pool only now: a recall that expired this very session
+        // has given the pool back already.
+        {
+            let mut ss = self.sessions.lock();
+            let Some(s) = ss.get_mut(&client) else {
+                return libc::ESTALE;
+            };
+            if !c.runs.iter().all(|&(a, l)| take_run(&mut s.pool, a, l)) {
+                return libc::EINVAL;
+            }
+        }
+        match self.fs.commit_extent(c.ino, c.first, c.end, &c.runs) {
+            Ok(()) => {
+                self.stats.commits.fetch_add(1, Ordering::Relaxed);
+                0
+            }
+            Err(e) => e.errno(),
+        }
+    }
+}
+
+/// The gRPC service over [`Inner`].
+struct Service(Arc<Inner>);
+
+type RecallStream = Pin<Box<dyn Stream<Item = Result<Recall, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Mds for Service {
+    async fn hello(&self, req: Request<Hello>) -> Result<Response<Session>, Status> {
+        let h = req.into_inner();
+        let me = self.0.fs.volume_uuid();
+        if h.uuid != me {
+            return Err(Status::failed_precondition(
+                "the client's data devices are not this server's volume",
+            ));
+        }
+        let n = self.0.next_client.fetch_add(1, Ordering::Relaxed);
+        let client = (self.0.instance << 24) | (n & 0xff_ffff);
+        self.0.sessions.lock().insert(
+            client,
+            Sess {
+                last_heard: Instant::now(),
+                pool: BTreeMap::new(),
+                watch: None,
+                holds: HashSet::new(),
+                opens: HashMap::new(),
+                remembers: HashMap::new(),
+                last_seq: 0,
+                last_reply: None,
+                commit_lock: Arc::default(),
+            },
+        );
+        Ok(Response::new(Session {
+            client,
+            lease_ms: self.0.cfg.lease.as_millis() as u64,
+            chunk_blocks: self.0.cfg.chunk_blocks,
+            instance: self.0.instance,
+        }))
+    }
+
+    async fn renew(&self, req: Request<SessionRef>) -> Result<Response<LeaseReply>, Status> {
+        let ok = self.0.alive(req.into_inner().client).is_ok();
+        Ok(Response::new(LeaseReply { ok }))
+    }
+
+    async fn bye(&self, req: Request<SessionRef>) -> Result<Response<LeaseReply>, Status> {
+        self.0.expire(req.into_inner().client);
+        Ok(Response::new(LeaseReply { ok: true }))
+    }
+
+    async fn meta(&self, req: Request<MetaCall>) -> Result<Response<MetaReply>, Status> {
+        let c = req.into_inner();
+        self.0.alive(c.client)?;
+        Ok(Response::new(self.0.meta(c.client, c.req).await))
+    }
+
+    async fn layout(&self, req: Request<LayoutReq>) -> Result<Response<LayoutReply>, Status> {
+        self.0.layout(req.into_inner()).await.map(Response::new)
+    }
+
+    async fn delegate(&self, req: Request<DelegateReq>) -> Result<Response<DelegateReply>, Status> {
+        self.0.delegate(req.into_inner()).await.map(Response::new)
+    }
+
+    async fn commit(&self, req: Request<CommitBatch>) -> Result<Response<CommitReply>, Status> {
+        self.0.commit(req.into_inner()).await.map(Response::new)
+    }
+
+    async fn recalled(&self, req: Request<RecallAck>) -> Result<Response<LeaseReply>, Status> {
+        let a = req.into_inner();
+        let ok = self.0.alive(a.client).is_ok();
+        if let Some(tx) = self.0.pending.lock().remove(&a.id) {
+            let _ = tx.send(());
+        }
+        Ok(Response::new(LeaseReply { ok }))
+    }
+
+    type WatchStream = RecallStream;
+
+    async fn watch(&self, req: Request<SessionRef>) -> Result<Response<RecallStream>, Status> {
+        let client = req.into_inner().client;
+        let (tx, rx) = mpsc::channel(64);
+        match self.0.sessions.lock().get_mut(&client) {
+            Some(s) => s.watch = Some(tx),
+            None => return Err(Status::failed_precondition("no such session")),
+        }
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
+    }
+}
+
+/// A running metadata server (in-process: tests and the bench harness; the
+/// `mnemofs mds` command runs one until a signal).
+pub struct MdsHandle {
+    addr: SocketAddr,
+    inner: Arc<Inner>,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<Result<(), String>>>,
+}
+
+impl MdsHandle {
+    /// Starts serving `fs` on `listen` (port 0: any free port) on a runtime of its
+    /// own.
+    pub fn start(fs: Fs, listen: SocketAddr, cfg: MdsConfig) -> Result<MdsHandle, FsError> {
+        let listener = std::net::TcpListener::bind(listen)?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let inner = Arc::new(Inner {
+            fs,
+            cfg,
+            instance: (now_nanos() >> 10) & 0xff_ffff_ffff,
+            grace_until: Instant::now() + cfg.lease + cfg.lease / 4,
+            next_client: AtomicU64::new(1),
+            next_recall: AtomicU64::new(1),
+            sessions: Mutex::new(HashMap::new()),
+            files: Mutex::new(HashMap::new()),
+            pending: Mutex::new(HashMap::new()),
+            stats: ServerStats::default(),
+        });
+        let (stop, stopped) = oneshot::channel::<()>();
+        let srv = inner.clone();
+        let thread = std::thread::Builder::new()
+            .name("mnemofs-mds".into())
+            .spawn(move || -> Result<(), String> {
+                let rt = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .map_err(|e| format!("runtime: {e}"))?;
+                rt.block_on(async move {
+                    let listener = tokio::net::TcpListener::from_std(listener)
+                        .map_err(|e| format!("listen: {e}"))?;
+                    let reaper = srv.clone();
+                    tokio::spawn(async move {
+                        let every = reaper.cfg.lease / 4;
+                        loop {
+                            tokio::time::sleep(every).await;
+                            let late = reaper.cfg.lease + reaper.cfg.lease / 4;
+                            let gone: Vec<u64> = reaper
+                                .sessions
+                                .lock()
+                                .iter()
+                                .filter(|(_, s)| s.last_heard.elapsed() > late)
+                                .map(|(&c, _)| c)
+                                .collect();
+                            for c in gone {
+                                reaper.expire(c);
+                            }
+                        }
+                    });
+                    // (The builder's own nodelay applies only to what it binds.)
+                    let incoming = tonic::transport::server::TcpIncoming::from(listener)
+                        .with_nodelay(Some(true));
+                    tonic::transport::Server::builder()
+                        .tcp_nodelay(true)
+                        .add_service(MdsServer::new(Service(srv)))
+                        .serve_with_incoming_shutdown(incoming, async {
+                            let _ = stopped.await;
+                        })
+                        .await
+                        .map_err(|e| format!("serve: {e}"))
+                })
+            })?;
+        Ok(MdsHandle {
+            addr,
+            inner,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Its counters.
+    pub fn stats(&self) -> &ServerStats {
+        &self.inner.stats
+    }
+
+    /// The engine it serves (for checks in tests).
+    pub fn fs(&self) -> &Fs {
+        &self.inner.fs
+    }
+
+    /// Stops serving, reclaims every session's delegated space, and unmounts the
+    /// engine cleanly.
+    pub fn shutdown(self) -> Result<(), FsError> {
+        let MdsHandle {
+            inner,
+            stop,
+            thread,
+            ..
+        } = self;
+        if let Some(s) = stop {
+            let _ = s.send(());
+        }
+        if let Some(t) = thread {
+            match t.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(FsError::Io(std::io::Error::other(e))),
+                Err(_) => return Err(FsError::Io(std::io::Error::other("server thread panicked"))),
+            }
+        }
+        let clients: Vec<u64> = inner.sessions.lock().keys().copied().collect();
+        for c in clients {
+            inner.expire(c);
+        }
+        // The runtime and its tasks are gone with the thread: this is the last
+        // reference.
+        match Arc::try_unwrap(inner) {
+            Ok(i) => i.fs.unmount(),
+            Err(_) => Err(FsError::Busy),
+        }
+    }
+}
+
+/// The mount options of a metadata server's engine: segment locks and page CoW,
+/// no small-write mode (a LAWN zone would hold the newest bytes of pages where
+/// clients do not read) and no read cache (clients read the devices themselves).
+pub fn mds_mount_options() -> mnemofs::MountOptions {
+    mnemofs::MountOptions {
+        lock: mnemofs::LockMode::Segment,
+        small_write: mnemofs::SmallWriteMode::Cow,
+        read_cache: mnemofs::ReadCacheMode::Off,
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{put_run, take_run};
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn pool_runs_are_taken_only_inside_and_join_back() {
+        let mut pool = BTreeMap::new();
+        put_run(&mut pool, 100, 10);
+        put_run(&mut pool, 200, 5);
+        // Outside, straddling, empty, overflowing: refused, pool unchanged.
+        assert!(!take_run(&mut pool, 95, 6));
+        assert!(!take_run(&mut pool, 108, 3));
+        assert!(!take_run(&mut pool, 150, 1));
+        assert!(!take_run(&mut pool, 100, 0));
+        assert!(!take_run(&mut pool, u64::MAX - 1, 5));
+        assert_eq!(pool.len(), 2);
+        // The middle of a run splits it; taking it twice fails.
+        assert!(take_run(&mut pool, 103, 4));
+        assert!(!take_run(&mut pool, 104, 1));
+        assert_eq!(pool.get(&100), Some(&3));
+        assert_eq!(pool.get(&107), Some(&3));
+        // Given back, the neighbours join into the original run.
+        put_run(&mut pool, 103, 4);
+        assert_eq!(pool.get(&100), Some(&10));
+        assert_eq!(pool.len(), 2);
+        assert!(take_run(&mut pool, 200, 5));
+        assert_eq!(pool.len(), 1);
+    }
+}
