@@ -14,7 +14,8 @@ if (($(df -Pm /dev/shm 2>/dev/null | awk 'NR == 2 { print $4 }' || echo 0) < 2 *
 fi
 SERVER_PID=
 # MNEMOFS_CLUSTER=1: the mount is a cluster client (`mount --mds`) of a metadata
-# server (`mnemofs mds`) of the image, both on this host (docs/CLUSTER.md).
+# server (`mnemofs mds`) of the image, both on this host (docs/CLUSTER.md), with
+# MNEMOFS_COMMIT=sync (default) or delayed commits.
 CLUSTER=${MNEMOFS_CLUSTER:-0}
 MDS_PID=
 
@@ -58,7 +59,7 @@ mount_fresh() {
       kill -0 "$MDS_PID" 2>/dev/null || { cat "$log.mds" >&2; return 1; }
       sleep 0.1
     done
-    "$MNEMOFS" mount --mds "127.0.0.1:$port" --data "$img" "$mnt" --foreground >"$log" 2>&1 &
+    "$MNEMOFS" mount --mds "127.0.0.1:$port" --data "$img" --commit "${MNEMOFS_COMMIT:-sync}" "$mnt" --foreground >"$log" 2>&1 &
   else
     "$MNEMOFS" mount "$img" "$mnt" --foreground >"$log" 2>&1 &
   fi

@@ -36,7 +36,8 @@ pub struct MountArgs {
     #[arg(long, value_name = "DEVS", requires = "mds")]
     pub data: Option<PathBuf>,
     /// With --mds: when a write's commit is sent: sync (persist the data, commit,
-    /// wait for the reply, return)
+    /// wait for the reply, return) or delayed (persist the data, queue the commit,
+    /// return; background threads send compound commits; fsync waits for them)
     #[arg(long, value_name = "MODE", default_value = "sync")]
     pub commit: String,
     /// Serve in the foreground until unmounted (Ctrl-C unmounts); default: return
@@ -229,8 +230,9 @@ impl MountArgs {
 fn commit_mode(s: &str) -> CliResult<mnemofs_cluster::CommitMode> {
     match s {
         "sync" => Ok(mnemofs_cluster::CommitMode::Sync),
+        "delayed" => Ok(mnemofs_cluster::CommitMode::Delayed),
         other => Err(CliError::new(format!(
-            "--commit {other}: unknown commit mode (this build has: sync)"
+            "--commit {other}: unknown commit mode (sync, delayed)"
         ))
         .with_code(2)),
     }
@@ -324,6 +326,7 @@ fn run_foreground(args: &MountArgs, opts: mnemofs::MountOptions) -> CliResult<()
                 mds: mds.clone(),
                 data: crate::devs::parse(data)?,
                 commit: commit_mode(&args.commit)?,
+                delayed: Default::default(),
             })
             .map_err(|e| fs_error(data, &e))?;
             cfg.fsname = format!("mnemofs-client:{mds}");

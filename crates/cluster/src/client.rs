@@ -10,13 +10,14 @@
 //! file. A crash before the commit leaves the blocks unreferenced (the server
 //! reclaims them with the session, or at its restart).
 
+use crate::delayed::{Committer, DelayedConfig, Pending, Sample};
 use crate::proto::*;
 use crate::rpc::mds_client::MdsClient;
 use mnemofs::{
     Attr, DeviceSpec, DirEntry, FileSystem, FsError, Ino, NewNode, RenameFlags, Result, SetAttr,
     StatFs,
 };
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, RwLock};
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,6 +33,9 @@ pub enum CommitMode {
     /// Data persisted, commit sent, reply awaited, then the call returns.
     #[default]
     Sync,
+    /// Data persisted, commit queued, the call returns; background threads send
+    /// compound commits (`delayed` module).
+    Delayed,
 }
 
 /// How to reach a metadata server and the shared devices.
@@ -43,18 +47,20 @@ pub struct ClientConfig {
     pub data: Vec<DeviceSpec>,
     /// When commits are sent.
     pub commit: CommitMode,
+    /// Settings of `Delayed`.
+    pub delayed: DelayedConfig,
 }
 
 /// Counters of a client (exact).
 #[derive(Debug, Default)]
-struct Counters {
+pub(crate) struct Counters {
     rpcs: AtomicU64,
     commit_rpcs: AtomicU64,
     commits: AtomicU64,
     layout_rpcs: AtomicU64,
     delegations: AtomicU64,
     recalls: AtomicU64,
-    retries: AtomicU64,
+    pub retries: AtomicU64,
     sessions: AtomicU64,
 }
 
@@ -79,8 +85,19 @@ pub struct ClientStats {
     pub retries: u64,
     /// Sessions opened (more than one: the server restarted or a lease ran out).
     pub sessions: u64,
-    /// Delegated blocks not yet used.
+    /// Delegated blocks not yet used (both pools).
     pub pool_blocks: u64,
+    /// Delayed commit: compound commits sent by the commit threads (and fsync).
+    pub batches: u64,
+    /// Delayed commit: files those carried (mean compound degree: files / batches).
+    pub batch_files: u64,
+    /// Delayed commit: most commit threads at once.
+    pub peak_threads: u64,
+    /// Delayed commit: files queued now.
+    pub queued: u64,
+    /// Delayed commit: delay from queueing a file to its commit's answer (ns):
+    /// p50, p99, max.
+    pub commit_delay_ns: [u64; 3],
 }
 
 /// A file's cached layout.
@@ -93,7 +110,7 @@ struct Cached {
 
 /// What the client keeps of one file.
 #[derive(Default)]
-struct FileCache {
+pub(crate) struct FileCache {
     /// The layout; readers copy under the read lock, so a recall (write lock) waits
     /// for reads in flight before it is answered.
     layout: RwLock<Option<Cached>>,
@@ -101,6 +118,43 @@ struct FileCache {
     gen: AtomicU64,
     /// One writer of the file at a time in this client.
     write: Mutex<()>,
+    /// Writes not yet committed (delayed commit).
+    pub pending: Mutex<Pending>,
+    /// Signalled when a batch of this file is answered.
+    pub done: Condvar,
+}
+
+/// Delegated space: two pools used in turn (papers/delayed-commit §IV-A). The
+/// active one serves allocations; when it cannot, the standby one becomes active
+/// and the emptied one is refilled by the server in the background.
+#[derive(Default)]
+struct Pools {
+    active: VecDeque<Run>,
+    standby: VecDeque<Run>,
+    refilling: bool,
+}
+
+fn blocks_in(q: &VecDeque<Run>) -> u64 {
+    q.iter().map(|r| r.1).sum()
+}
+
+/// Takes `n` blocks from `q` if it has them.
+fn take_from(q: &mut VecDeque<Run>, n: u64) -> Option<Vec<Run>> {
+    if blocks_in(q) < n {
+        return None;
+    }
+    let mut out = Vec::new();
+    let mut need = n;
+    while need > 0 {
+        let (a, l) = q.pop_front()?;
+        let t = l.min(need);
+        out.push((a, t));
+        if t < l {
+            q.push_front((a + t, l - t));
+        }
+        need -= t;
+    }
+    Some(out)
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -112,16 +166,19 @@ struct SessionInfo {
     deadline: Instant,
 }
 
-struct Inner {
+pub(crate) struct Inner {
+    rt: tokio::runtime::Handle,
     rpc: MdsClient<Channel>,
     vol: pm::Volume,
     uuid: Option<[u8; 16]>,
     commit: CommitMode,
     session: RwLock<SessionInfo>,
-    pool: Mutex<VecDeque<Run>>,
-    files: Mutex<HashMap<Ino, Arc<FileCache>>>,
+    pool: Mutex<Pools>,
+    pub files: Mutex<HashMap<Ino, Arc<FileCache>>>,
     seq: Mutex<u64>,
-    c: Counters,
+    pub c: Counters,
+    /// Delayed commit's queue and threads (`None`: synchronous commits).
+    pub committer: Option<Committer>,
     stop: tokio::sync::watch::Sender<bool>,
 }
 
@@ -152,8 +209,19 @@ fn from_status(s: tonic::Status) -> FsError {
     io(kind, format!("metadata server: {}", s.message()))
 }
 
+/// The `i`th block of `runs`.
+fn nth_block(runs: &[Run], mut i: u64) -> Option<u64> {
+    for &(b, l) in runs {
+        if i < l {
+            return Some(b + i);
+        }
+        i -= l;
+    }
+    None
+}
+
 /// The engine's error for an errno the server sent.
-fn from_errno(errno: i32, msg: String) -> FsError {
+pub(crate) fn from_errno(errno: i32, msg: String) -> FsError {
     match errno {
         libc::ENOENT => FsError::NotFound,
         libc::EEXIST => FsError::Exists,
@@ -206,6 +274,7 @@ impl Client {
         let rpc = MdsClient::new(channel);
         let (stop, _) = tokio::sync::watch::channel(false);
         let inner = Arc::new(Inner {
+            rt: rt.handle().clone(),
             rpc,
             vol,
             uuid,
@@ -216,10 +285,11 @@ impl Client {
                 chunk: 0,
                 deadline: Instant::now(),
             }),
-            pool: Mutex::new(VecDeque::new()),
+            pool: Mutex::new(Pools::default()),
             files: Mutex::new(HashMap::new()),
             seq: Mutex::new(0),
             c: Counters::default(),
+            committer: (cfg.commit == CommitMode::Delayed).then(|| Committer::new(cfg.delayed)),
             stop,
         });
         rt.block_on(Inner::open_session(&inner))?;
@@ -233,18 +303,72 @@ impl Client {
 
     /// Ends the session: the server takes back the unused delegated space.
     pub fn close(self) -> Result<()> {
+        // Every queued commit is sent first (unmount makes everything durable).
+        let flushed = self.inner.flush_all();
+        if let Some(cm) = &self.inner.committer {
+            cm.stop();
+        }
         let _ = self.inner.stop.send(true);
         let client = self.inner.session.read().client;
         let mut rpc = self.inner.rpc.clone();
         let r = self.rt.block_on(rpc.bye(SessionRef { client }));
         self.rt.shutdown_timeout(Duration::from_secs(1));
+        flushed?;
         r.map(|_| ()).map_err(from_status)
     }
 
-    fn meta(&self, req: MetaReq) -> Result<MetaReply> {
-        let client = self.inner.session.read().client;
-        let mut rpc = self.inner.rpc.clone();
-        self.inner.c.rpcs.fetch_add(1, Ordering::Relaxed);
+    /// Stops renewing the lease and answering recalls, as a client that hangs
+    /// would (tests of lease expiry; the client is unusable afterwards).
+    #[doc(hidden)]
+    pub fn stop_renewing(&self) {
+        let _ = self.inner.stop.send(true);
+    }
+
+    /// Delayed commit: samples of queue length, commit threads and compound
+    /// degree over time (empty for synchronous commits).
+    pub fn commit_samples(&self) -> Vec<Sample> {
+        self.inner
+            .committer
+            .as_ref()
+            .map(|c| c.samples())
+            .unwrap_or_default()
+    }
+
+    /// Counters of this client.
+    pub fn client_stats(&self) -> ClientStats {
+        let c = &self.inner.c;
+        let cm = self.inner.committer.as_ref();
+        ClientStats {
+            commit: self.inner.commit,
+            rpcs: c.rpcs.load(Ordering::Relaxed),
+            commit_rpcs: c.commit_rpcs.load(Ordering::Relaxed),
+            commits: c.commits.load(Ordering::Relaxed),
+            layout_rpcs: c.layout_rpcs.load(Ordering::Relaxed),
+            delegations: c.delegations.load(Ordering::Relaxed),
+            recalls: c.recalls.load(Ordering::Relaxed),
+            retries: c.retries.load(Ordering::Relaxed),
+            sessions: c.sessions.load(Ordering::Relaxed),
+            pool_blocks: {
+                let p = self.inner.pool.lock();
+                blocks_in(&p.active) + blocks_in(&p.standby)
+            },
+            batches: cm.map_or(0, |m| m.batches.load(Ordering::Relaxed)),
+            batch_files: cm.map_or(0, |m| m.files_sent.load(Ordering::Relaxed)),
+            peak_threads: cm.map_or(0, |m| m.peak_threads.load(Ordering::Relaxed) as u64),
+            queued: cm.map_or(0, |m| m.queued() as u64),
+            commit_delay_ns: cm.map_or([0; 3], |m| {
+                let (a, b, c) = m.delay_percentiles();
+                [a, b, c]
+            }),
+        }
+    }
+}
+
+impl Inner {
+    fn meta(self: &Arc<Self>, req: MetaReq) -> Result<MetaReply> {
+        let client = self.session.read().client;
+        let mut rpc = self.rpc.clone();
+        self.c.rpcs.fetch_add(1, Ordering::Relaxed);
         let r = self.rt.block_on(rpc.meta(MetaCall {
             client,
             req: req.clone(),
@@ -253,9 +377,9 @@ impl Client {
             Err(s) if s.code() == tonic::Code::FailedPrecondition => {
                 // The session is gone (lease, or a server restart): open another and
                 // try once more.
-                self.rt.block_on(Inner::open_session(&self.inner))?;
-                let client = self.inner.session.read().client;
-                self.inner.c.rpcs.fetch_add(1, Ordering::Relaxed);
+                self.rt.block_on(Inner::open_session(self))?;
+                let client = self.session.read().client;
+                self.c.rpcs.fetch_add(1, Ordering::Relaxed);
                 self.rt.block_on(rpc.meta(MetaCall { client, req }))
             }
             r => r,
@@ -266,9 +390,9 @@ impl Client {
         }
     }
 
-    fn attr(&self, req: MetaReq) -> Result<Attr> {
+    fn attr(self: &Arc<Self>, req: MetaReq) -> Result<Attr> {
         match self.meta(req)? {
-            MetaReply::Attr(a) => Ok(a),
+            MetaReply::Attr(a) => self.own_size(a),
             _ => Err(io(
                 std::io::ErrorKind::InvalidData,
                 "metadata server: unexpected reply",
@@ -276,7 +400,45 @@ impl Client {
         }
     }
 
-    fn unit(&self, req: MetaReq) -> Result<()> {
+    /// Delayed commit: the size counts this client's own writes not yet
+    /// committed. A reply smaller than they reach while none is pending or in
+    /// flight was either made before their commit applied, or the file was cut
+    /// since by someone else: asked once more, the server's answer stands.
+    fn own_size(self: &Arc<Self>, mut a: Attr) -> Result<Attr> {
+        if self.committer.is_none() {
+            return Ok(a);
+        }
+        let Some(fc) = self.files.lock().get(&a.ino).cloned() else {
+            return Ok(a);
+        };
+        let (end, busy) = {
+            let p = fc.pending.lock();
+            (p.end, !p.extents.is_empty() || p.inflight > 0)
+        };
+        if end <= a.size {
+            return Ok(a);
+        }
+        if busy {
+            a.size = end;
+            return Ok(a);
+        }
+        let fresh = match self.meta(MetaReq::Getattr { ino: a.ino })? {
+            MetaReply::Attr(f) => f,
+            _ => {
+                return Err(io(
+                    std::io::ErrorKind::InvalidData,
+                    "metadata server: unexpected reply",
+                ))
+            }
+        };
+        let mut p = fc.pending.lock();
+        if p.extents.is_empty() && p.inflight == 0 && p.end == end {
+            p.end = 0;
+        }
+        Ok(fresh)
+    }
+
+    fn unit(self: &Arc<Self>, req: MetaReq) -> Result<()> {
         match self.meta(req)? {
             MetaReply::Unit => Ok(()),
             _ => Err(io(
@@ -286,7 +448,7 @@ impl Client {
         }
     }
 
-    fn bytes(&self, req: MetaReq) -> Result<Vec<u8>> {
+    fn bytes(self: &Arc<Self>, req: MetaReq) -> Result<Vec<u8>> {
         match self.meta(req)? {
             MetaReply::Bytes(b) => Ok(b),
             _ => Err(io(
@@ -296,14 +458,14 @@ impl Client {
         }
     }
 
-    fn file(&self, ino: Ino) -> Arc<FileCache> {
-        self.inner.files.lock().entry(ino).or_default().clone()
+    pub(crate) fn file(self: &Arc<Self>, ino: Ino) -> Arc<FileCache> {
+        self.files.lock().entry(ino).or_default().clone()
     }
 
     /// Runs `f` on a layout of `ino` that covers pages `[pg0, pg1]` (or reaches the
     /// end of file), under its read lock; fetches one if the cached one does not.
     fn with_layout<T>(
-        &self,
+        self: &Arc<Self>,
         ino: Ino,
         pg0: u64,
         pg1: u64,
@@ -322,11 +484,11 @@ impl Client {
                 }
             }
             let gen = fc.gen.load(Ordering::Acquire);
-            let client = self.inner.session.read().client;
+            let client = self.session.read().client;
             let n = (pg1 - pg0 + 1).max(1024);
-            let mut rpc = self.inner.rpc.clone();
-            self.inner.c.rpcs.fetch_add(1, Ordering::Relaxed);
-            self.inner.c.layout_rpcs.fetch_add(1, Ordering::Relaxed);
+            let mut rpc = self.rpc.clone();
+            self.c.rpcs.fetch_add(1, Ordering::Relaxed);
+            self.c.layout_rpcs.fetch_add(1, Ordering::Relaxed);
             let r = self.rt.block_on(rpc.layout(LayoutReq {
                 client,
                 ino,
@@ -335,7 +497,7 @@ impl Client {
             }));
             let r = match r {
                 Err(s) if s.code() == tonic::Code::FailedPrecondition => {
-                    self.rt.block_on(Inner::open_session(&self.inner))?;
+                    self.rt.block_on(Inner::open_session(self))?;
                     continue;
                 }
                 r => r.map_err(from_status)?.into_inner(),
@@ -367,101 +529,151 @@ impl Client {
     }
 
     /// Drops the cached layout of `ino`.
-    fn invalidate(&self, ino: Ino) {
-        if let Some(fc) = self.inner.files.lock().get(&ino).cloned() {
+    pub(crate) fn invalidate(self: &Arc<Self>, ino: Ino) {
+        if let Some(fc) = self.files.lock().get(&ino).cloned() {
             let mut w = fc.layout.write();
             fc.gen.fetch_add(1, Ordering::AcqRel);
             *w = None;
         }
     }
 
-    /// Takes `n` blocks of delegated space (asking the server for more first when
-    /// the pool runs low: a write larger than a chunk asks for its own).
-    fn take_blocks(&self, n: u64) -> Result<Vec<Run>> {
+    /// Takes `n` blocks of delegated space: from the active pool, else from the
+    /// standby one (which becomes active while the emptied one is refilled in the
+    /// background), else (both dry) from a delegation waited for; a write larger
+    /// than a chunk asks the server for its own.
+    fn take_blocks(self: &Arc<Self>, n: u64) -> Result<Vec<Run>> {
         for _ in 0..4 {
-            let s = *self.inner.session.read();
+            let s = *self.session.read();
             if Instant::now() >= s.deadline {
                 // The lease may have run out: renew (or reopen) before writing.
-                self.rt.block_on(Inner::renew_or_reopen(&self.inner))?;
+                self.rt.block_on(Inner::renew_or_reopen(self))?;
                 continue;
             }
-            {
-                let mut pool = self.inner.pool.lock();
-                let have: u64 = pool.iter().map(|r| r.1).sum();
-                if have >= n {
-                    let mut out = Vec::new();
-                    let mut need = n;
-                    while need > 0 {
-                        let Some((a, l)) = pool.pop_front() else {
-                            break;
-                        };
-                        let t = l.min(need);
-                        out.push((a, t));
-                        if t < l {
-                            pool.push_front((a + t, l - t));
-                        }
-                        need -= t;
+            if n <= s.chunk {
+                let mut p = self.pool.lock();
+                if let Some(r) = take_from(&mut p.active, n) {
+                    return Ok(r);
+                }
+                if blocks_in(&p.standby) >= n {
+                    let p = &mut *p;
+                    std::mem::swap(&mut p.active, &mut p.standby);
+                    let r = take_from(&mut p.active, n);
+                    if !p.refilling {
+                        p.refilling = true;
+                        let me = self.clone();
+                        self.rt
+                            .spawn(async move { me.refill(s.client, s.chunk).await });
                     }
-                    return Ok(out);
+                    if let Some(r) = r {
+                        return Ok(r);
+                    }
                 }
             }
-            let want = if n > s.chunk { n } else { s.chunk };
-            let mut rpc = self.inner.rpc.clone();
-            self.inner.c.rpcs.fetch_add(1, Ordering::Relaxed);
-            self.inner.c.delegations.fetch_add(1, Ordering::Relaxed);
-            let r = self.rt.block_on(rpc.delegate(DelegateReq {
-                client: s.client,
-                blocks: want,
-            }));
-            match r {
-                Err(st) if st.code() == tonic::Code::FailedPrecondition => {
-                    self.rt.block_on(Inner::open_session(&self.inner))?;
-                }
-                Err(st) => return Err(from_status(st)),
-                Ok(r) => match r.into_inner() {
-                    DelegateReply::Ok(runs) => {
-                        let mut pool = self.inner.pool.lock();
-                        if self.inner.session.read().client == s.client {
-                            pool.extend(runs);
-                        }
+            let want = n.max(s.chunk);
+            match self.rt.block_on(self.delegate(s.client, want))? {
+                Some(mut runs) if n > s.chunk => {
+                    // Its own delegation: all of it for this write.
+                    let mut q: VecDeque<Run> = runs.drain(..).collect();
+                    if let Some(r) = take_from(&mut q, n) {
+                        return Ok(r);
                     }
-                    DelegateReply::Err(e, m) => return Err(from_errno(e, m)),
-                },
+                }
+                Some(runs) => {
+                    let mut p = self.pool.lock();
+                    if self.session.read().client == s.client {
+                        p.active.extend(runs);
+                    }
+                }
+                None => {}
             }
         }
         Err(io(std::io::ErrorKind::TimedOut, "no delegated space"))
     }
 
-    /// Reads `[off, off + buf.len())` of `ino` straight from the shared devices.
-    fn read_data(&self, ino: Ino, off: u64, buf: &mut [u8]) -> Result<usize> {
+    /// Asks for `blocks` blocks; `None` when the session had to be opened again
+    /// (the caller starts over).
+    async fn delegate(self: &Arc<Self>, client: u64, blocks: u64) -> Result<Option<Vec<Run>>> {
+        let mut rpc = self.rpc.clone();
+        self.c.rpcs.fetch_add(1, Ordering::Relaxed);
+        self.c.delegations.fetch_add(1, Ordering::Relaxed);
+        match rpc.delegate(DelegateReq { client, blocks }).await {
+            Err(st) if st.code() == tonic::Code::FailedPrecondition => {
+                Inner::open_session(self).await?;
+                Ok(None)
+            }
+            Err(st) => Err(from_status(st)),
+            Ok(r) => match r.into_inner() {
+                DelegateReply::Ok(runs) => Ok(Some(runs)),
+                DelegateReply::Err(e, m) => Err(from_errno(e, m)),
+            },
+        }
+    }
+
+    /// Refills the standby pool (in the background).
+    async fn refill(self: Arc<Self>, client: u64, chunk: u64) {
+        let got = self.delegate(client, chunk).await;
+        let mut p = self.pool.lock();
+        p.refilling = false;
+        if let Ok(Some(runs)) = got {
+            if self.session.read().client == client {
+                p.standby.extend(runs);
+            }
+        }
+    }
+
+    /// Reads `[off, off + buf.len())` of `ino` straight from the shared devices:
+    /// this client's uncommitted pages (delayed commit) over the file's layout.
+    fn read_data(self: &Arc<Self>, ino: Ino, off: u64, buf: &mut [u8]) -> Result<usize> {
         if buf.is_empty() {
             return Ok(0);
         }
         let pg0 = off / BLOCK;
         let pg1 = (off + buf.len() as u64 - 1) / BLOCK;
-        let vol = &self.inner.vol;
+        let fc = self.file(ino);
+        // Held across the copy: an overlay block is ours until its commit is
+        // answered, and the answer is applied under this lock.
+        let p = fc.pending.lock();
+        // (A size of our own counts only while writes are uncommitted: answered
+        // ones are in the layout's size.)
+        let own = (!p.overlay.is_empty() || !p.extents.is_empty() || p.inflight > 0).then_some(&*p);
+        let vol = &self.vol;
         let len = vol.len();
+        let copy = |block: u64, at: u64, dst: &mut [u8]| {
+            let src = block.checked_mul(BLOCK).and_then(|b| b.checked_add(at));
+            match src {
+                Some(s) if block != 0 && s + dst.len() as u64 <= len => {
+                    // SAFETY: a committed block is never written in place (page
+                    // CoW), and the server frees it only after recalling the layout
+                    // that named it, which waits for this read (we hold the
+                    // layout's read lock); an uncommitted block of ours is written
+                    // only by our own writes of the file, which hold `pending`
+                    // while they publish it, as we do while reading it.
+                    unsafe { vol.read(s, dst) }
+                }
+                _ => dst.fill(0),
+            }
+        };
         self.with_layout(ino, pg0, pg1, |l| {
-            if off >= l.size {
+            let size = l.size.max(own.map_or(0, |p| p.end));
+            if off >= size {
                 return 0;
             }
-            let end = l.size.min(off + buf.len() as u64);
+            let end = size.min(off + buf.len() as u64);
             let mut at = off;
             while at < end {
                 let pg = at / BLOCK;
                 let in_pg = at % BLOCK;
                 let n = (BLOCK - in_pg).min(end - at) as usize;
                 let dst = &mut buf[(at - off) as usize..(at - off) as usize + n];
-                let block = l.blocks.get((pg - l.first) as usize).copied().unwrap_or(0);
-                let src = block.checked_mul(BLOCK).and_then(|b| b.checked_add(in_pg));
-                match src {
-                    Some(s) if block != 0 && s + n as u64 <= len => {
-                        // SAFETY: a committed block is never written in place (page
-                        // CoW), and the server frees it only after recalling this
-                        // layout, which waits for this read (we hold its read lock).
-                        unsafe { vol.read(s, dst) }
+                match own.and_then(|p| p.overlay.get(&pg)) {
+                    Some(&b) => copy(b, in_pg, dst),
+                    None if at < l.size => {
+                        let b = l.blocks.get((pg - l.first) as usize).copied().unwrap_or(0);
+                        let k = ((l.size - at) as usize).min(n);
+                        copy(b, in_pg, &mut dst[..k]);
+                        dst[k..].fill(0);
                     }
-                    _ => dst.fill(0),
+                    None => dst.fill(0),
                 }
                 at += n as u64;
             }
@@ -470,7 +682,7 @@ impl Client {
     }
 
     /// A write, one at a time per file in this client.
-    fn write_data(&self, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
+    fn write_data(self: &Arc<Self>, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
         let fc = self.file(ino);
         let _one = fc.write.lock();
         self.write_locked(ino, off, data)
@@ -479,7 +691,7 @@ impl Client {
     /// The synchronous write (the caller holds the file's write lock): fresh
     /// delegated blocks, merged partial pages, persisted, committed; returns once
     /// the server's log commit is durable.
-    fn write_locked(&self, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
+    fn write_locked(self: &Arc<Self>, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
         if data.is_empty() {
             // Still a regular-file check, like the engine.
             let a = self.attr(MetaReq::Getattr { ino })?;
@@ -496,42 +708,85 @@ impl Client {
         let runs = self.take_blocks(npages)?;
         let head_partial = !off.is_multiple_of(BLOCK) || end < (first + 1) * BLOCK;
         let tail_partial = last != first && !end.is_multiple_of(BLOCK);
+        let fc = self.file(ino);
+        let delayed = self.committer.is_some();
         for _attempt in 0..16 {
-            // The old blocks of pages written in part (their other bytes stay).
+            // The old blocks of pages written in part (their other bytes stay): our
+            // own uncommitted copy, else the committed one.
             let mut expect = Vec::new();
+            let mut parts = Vec::new();
             if head_partial || tail_partial {
-                let (h, t) = self.with_layout(ino, first, last, |l| {
-                    let at = |pg: u64| {
-                        if pg * BLOCK >= l.size {
-                            0
-                        } else {
-                            l.blocks.get((pg - l.first) as usize).copied().unwrap_or(0)
-                        }
-                    };
-                    (at(first), at(last))
-                })?;
+                let own = |pg: u64| {
+                    if delayed {
+                        fc.pending.lock().overlay.get(&pg).copied()
+                    } else {
+                        None
+                    }
+                };
+                let (oh, ot) = (own(first), own(last));
+                let need_layout = (head_partial && oh.is_none()) || (tail_partial && ot.is_none());
+                let (h, t) = if need_layout {
+                    self.with_layout(ino, first, last, |l| {
+                        let at = |pg: u64| {
+                            if pg * BLOCK >= l.size {
+                                0
+                            } else {
+                                l.blocks.get((pg - l.first) as usize).copied().unwrap_or(0)
+                            }
+                        };
+                        (at(first), at(last))
+                    })?
+                } else {
+                    (0, 0)
+                };
                 if head_partial {
-                    expect.push((first, h));
+                    expect.push((first, oh.unwrap_or(h)));
+                    let lo = off - first * BLOCK;
+                    parts.push((first, lo, (end - first * BLOCK).min(BLOCK)));
                 }
                 if tail_partial {
-                    expect.push((last, t));
+                    expect.push((last, ot.unwrap_or(t)));
+                    parts.push((last, 0, end - last * BLOCK));
                 }
             }
             self.store_pages(&runs, off, data, &expect)?;
             // Fence: the new pages are durable before the commit that maps them is
-            // sent (the server's log entry must never name unwritten blocks).
-            self.inner.vol.fence();
-            let r = self.send_commit(vec![ExtentCommit {
+            // sent (the server's log entry must never name unwritten blocks). In
+            // delayed mode too: a fence orders only this thread's stores, so the
+            // commit threads could not make them durable.
+            self.vol.fence();
+            let c = ExtentCommit {
                 ino,
                 first,
                 end,
                 runs: runs.clone(),
                 expect,
-            }])?;
+            };
+            if delayed {
+                let queue = {
+                    let mut p = fc.pending.lock();
+                    let mut pg = first;
+                    for &(b, l) in &runs {
+                        for blk in b..b + l {
+                            p.overlay.insert(pg, blk);
+                            pg += 1;
+                        }
+                    }
+                    p.end = p.end.max(end);
+                    p.extents.push((c, parts));
+                    p.since.get_or_insert_with(Instant::now);
+                    !std::mem::replace(&mut p.queued, true)
+                };
+                if queue {
+                    self.enqueue(ino);
+                }
+                return Ok(data.len());
+            }
+            let (r, _) = self.send_commit(vec![c])?;
             match r.first().copied().unwrap_or(libc::EIO) {
                 0 => return Ok(data.len()),
                 libc::EAGAIN => {
-                    self.inner.c.retries.fetch_add(1, Ordering::Relaxed);
+                    self.c.retries.fetch_add(1, Ordering::Relaxed);
                     self.invalidate(ino);
                 }
                 e => return Err(from_errno(e, "commit refused".into())),
@@ -543,16 +798,68 @@ impl Client {
         ))
     }
 
+    /// Merges the partial pages `parts` of a delayed commit `c` again, with the
+    /// file's current committed pages (another client changed one since the write
+    /// merged it): our bytes stay, the others are taken anew, in place (the blocks
+    /// are ours until committed).
+    pub(crate) fn remerge(
+        self: &Arc<Self>,
+        ino: Ino,
+        c: &mut ExtentCommit,
+        parts: &[(u64, u64, u64)],
+    ) -> Result<()> {
+        let vol = &self.vol;
+        let mut page = vec![0u8; BLOCK as usize];
+        for &(pg, lo, hi) in parts {
+            let Some(ours) = nth_block(&c.runs, pg - c.first) else {
+                continue;
+            };
+            let (cur, size) = self.with_layout(ino, pg, pg, |l| {
+                (
+                    l.blocks.get((pg - l.first) as usize).copied().unwrap_or(0),
+                    l.size,
+                )
+            })?;
+            let dst = ours.checked_mul(BLOCK).filter(|&d| d + BLOCK <= vol.len());
+            let Some(dst) = dst else {
+                return Err(FsError::Corrupt(format!(
+                    "delegated block {ours} is outside the volume"
+                )));
+            };
+            let mut mine = vec![0u8; (hi - lo) as usize];
+            // SAFETY: our uncommitted block: only this file's commit path (we are
+            // it, the file's batch is in our hands) writes it.
+            unsafe { vol.read(dst + lo, &mut mine) };
+            match cur
+                .checked_mul(BLOCK)
+                .filter(|&o| cur != 0 && pg * BLOCK < size && o + BLOCK <= vol.len())
+            {
+                // SAFETY: as in `store_pages` (the commit's `expect` catches a change).
+                Some(o) => unsafe { vol.read(o, &mut page) },
+                None => page.fill(0),
+            }
+            page[lo as usize..hi as usize].copy_from_slice(&mine);
+            // SAFETY: as above.
+            unsafe { vol.write_nt(dst, &page) };
+            for e in c.expect.iter_mut().filter(|e| e.0 == pg) {
+                e.1 = cur;
+            }
+        }
+        // Fence: the merged pages are durable before their commit is sent again.
+        self.vol.fence();
+        Ok(())
+    }
+
     /// Stores the pages of `data` (file offset `off`) into `runs`, partial pages
     /// merged with their old blocks (`expect`).
     fn store_pages(
-        &self,
+        self: &Arc<Self>,
         runs: &[Run],
         off: u64,
         data: &[u8],
         expect: &[(u64, u64)],
     ) -> Result<()> {
-        let vol = &self.inner.vol;
+        let vol = &self.vol;
         let end = off + data.len() as u64;
         let mut pg = off / BLOCK;
         let mut page = Vec::new();
@@ -596,12 +903,16 @@ impl Client {
         Ok(())
     }
 
-    /// Sends one batch of commits and returns each one's errno (0: applied).
-    fn send_commit(&self, commits: Vec<ExtentCommit>) -> Result<Vec<i32>> {
-        let client = self.inner.session.read().client;
+    /// Sends one batch of commits and returns each one's errno (0: applied) and
+    /// the server's load.
+    pub(crate) fn send_commit(
+        self: &Arc<Self>,
+        commits: Vec<ExtentCommit>,
+    ) -> Result<(Vec<i32>, u32)> {
+        let client = self.session.read().client;
         let n = commits.len() as u64;
         let seq = {
-            let mut s = self.inner.seq.lock();
+            let mut s = self.seq.lock();
             *s += 1;
             *s
         };
@@ -610,14 +921,15 @@ impl Client {
             seq,
             commits,
         };
-        let mut rpc = self.inner.rpc.clone();
+        let mut rpc = self.rpc.clone();
         for attempt in 0..3 {
-            self.inner.c.rpcs.fetch_add(1, Ordering::Relaxed);
-            self.inner.c.commit_rpcs.fetch_add(1, Ordering::Relaxed);
+            self.c.rpcs.fetch_add(1, Ordering::Relaxed);
+            self.c.commit_rpcs.fetch_add(1, Ordering::Relaxed);
             match self.rt.block_on(rpc.commit(batch.clone())) {
                 Ok(r) => {
-                    self.inner.c.commits.fetch_add(n, Ordering::Relaxed);
-                    return Ok(r.into_inner().results);
+                    self.c.commits.fetch_add(n, Ordering::Relaxed);
+                    let r = r.into_inner();
+                    return Ok((r.results, r.busy));
                 }
                 // Lost on the way (or the reply was): the same batch again applies
                 // once (the server keeps the last reply).
@@ -626,30 +938,6 @@ impl Client {
             }
         }
         Err(io(std::io::ErrorKind::TimedOut, "commit not acknowledged"))
-    }
-
-    /// Stops renewing the lease and answering recalls, as a client that hangs
-    /// would (tests of lease expiry; the client is unusable afterwards).
-    #[doc(hidden)]
-    pub fn stop_renewing(&self) {
-        let _ = self.inner.stop.send(true);
-    }
-
-    /// Counters of this client.
-    pub fn client_stats(&self) -> ClientStats {
-        let c = &self.inner.c;
-        ClientStats {
-            commit: self.inner.commit,
-            rpcs: c.rpcs.load(Ordering::Relaxed),
-            commit_rpcs: c.commit_rpcs.load(Ordering::Relaxed),
-            commits: c.commits.load(Ordering::Relaxed),
-            layout_rpcs: c.layout_rpcs.load(Ordering::Relaxed),
-            delegations: c.delegations.load(Ordering::Relaxed),
-            recalls: c.recalls.load(Ordering::Relaxed),
-            retries: c.retries.load(Ordering::Relaxed),
-            sessions: c.sessions.load(Ordering::Relaxed),
-            pool_blocks: self.inner.pool.lock().iter().map(|r| r.1).sum(),
-        }
     }
 }
 
@@ -672,7 +960,7 @@ impl Inner {
                 chunk: s.chunk_blocks.max(1),
                 deadline: sent + lease - lease / 8,
             };
-            me.pool.lock().clear();
+            *me.pool.lock() = Pools::default();
             *me.seq.lock() = 0;
             for fc in me.files.lock().values() {
                 let mut w = fc.layout.write();
@@ -767,21 +1055,25 @@ impl FileSystem for Client {
     type Stats = ClientStats;
 
     fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Attr> {
-        self.attr(MetaReq::Lookup {
+        self.inner.attr(MetaReq::Lookup {
             parent,
             name: name.to_vec(),
         })
     }
 
     fn getattr(&self, ino: Ino) -> Result<Attr> {
-        self.attr(MetaReq::Getattr { ino })
+        self.inner.attr(MetaReq::Getattr { ino })
     }
 
     fn setattr(&self, ino: Ino, req: &SetAttr) -> Result<Attr> {
-        let fc = self.file(ino);
+        let fc = self.inner.file(ino);
         let _one = fc.write.lock();
-        let r = self.attr(MetaReq::Setattr { ino, attr: *req });
-        self.invalidate(ino);
+        // Earlier writes reach the server before a truncation does.
+        if req.size.is_some() {
+            self.inner.flush(ino)?;
+        }
+        let r = self.inner.attr(MetaReq::Setattr { ino, attr: *req });
+        self.inner.invalidate(ino);
         r
     }
 
@@ -794,7 +1086,7 @@ impl FileSystem for Client {
         uid: u32,
         gid: u32,
     ) -> Result<Attr> {
-        self.attr(MetaReq::Mknod {
+        self.inner.attr(MetaReq::Mknod {
             parent,
             name: name.to_vec(),
             mode,
@@ -805,7 +1097,7 @@ impl FileSystem for Client {
     }
 
     fn create(&self, parent: Ino, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
-        self.attr(MetaReq::Create {
+        self.inner.attr(MetaReq::Create {
             parent,
             name: name.to_vec(),
             mode,
@@ -815,7 +1107,7 @@ impl FileSystem for Client {
     }
 
     fn mkdir(&self, parent: Ino, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
-        self.attr(MetaReq::Mkdir {
+        self.inner.attr(MetaReq::Mkdir {
             parent,
             name: name.to_vec(),
             mode,
@@ -825,7 +1117,7 @@ impl FileSystem for Client {
     }
 
     fn create_node(&self, parent: Ino, name: &[u8], node: &NewNode) -> Result<Attr> {
-        self.attr(MetaReq::CreateNode {
+        self.inner.attr(MetaReq::CreateNode {
             parent,
             name: name.to_vec(),
             node: *node,
@@ -833,7 +1125,7 @@ impl FileSystem for Client {
     }
 
     fn symlink(&self, parent: Ino, name: &[u8], target: &[u8], uid: u32, gid: u32) -> Result<Attr> {
-        self.attr(MetaReq::Symlink {
+        self.inner.attr(MetaReq::Symlink {
             parent,
             name: name.to_vec(),
             target: target.to_vec(),
@@ -843,22 +1135,22 @@ impl FileSystem for Client {
     }
 
     fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
-        self.bytes(MetaReq::Readlink { ino })
+        self.inner.bytes(MetaReq::Readlink { ino })
     }
 
     fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
-        self.bytes(MetaReq::Getxattr {
+        self.inner.bytes(MetaReq::Getxattr {
             ino,
             name: name.to_vec(),
         })
     }
 
     fn listxattr(&self, ino: Ino) -> Result<Vec<u8>> {
-        self.bytes(MetaReq::Listxattr { ino })
+        self.inner.bytes(MetaReq::Listxattr { ino })
     }
 
     fn setxattr(&self, ino: Ino, name: &[u8], value: &[u8], flags: i32) -> Result<()> {
-        self.unit(MetaReq::Setxattr {
+        self.inner.unit(MetaReq::Setxattr {
             ino,
             name: name.to_vec(),
             value: value.to_vec(),
@@ -867,28 +1159,28 @@ impl FileSystem for Client {
     }
 
     fn removexattr(&self, ino: Ino, name: &[u8]) -> Result<()> {
-        self.unit(MetaReq::Removexattr {
+        self.inner.unit(MetaReq::Removexattr {
             ino,
             name: name.to_vec(),
         })
     }
 
     fn unlink(&self, parent: Ino, name: &[u8]) -> Result<()> {
-        self.unit(MetaReq::Unlink {
+        self.inner.unit(MetaReq::Unlink {
             parent,
             name: name.to_vec(),
         })
     }
 
     fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<()> {
-        self.unit(MetaReq::Rmdir {
+        self.inner.unit(MetaReq::Rmdir {
             parent,
             name: name.to_vec(),
         })
     }
 
     fn link(&self, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
-        self.attr(MetaReq::Link {
+        self.inner.attr(MetaReq::Link {
             ino,
             parent: newparent,
             name: newname.to_vec(),
@@ -903,7 +1195,7 @@ impl FileSystem for Client {
         newname: &[u8],
         flags: RenameFlags,
     ) -> Result<()> {
-        self.unit(MetaReq::Rename {
+        self.inner.unit(MetaReq::Rename {
             parent,
             name: name.to_vec(),
             newparent,
@@ -913,7 +1205,7 @@ impl FileSystem for Client {
     }
 
     fn readdir(&self, ino: Ino, offset: u64, max: usize) -> Result<Vec<DirEntry>> {
-        match self.meta(MetaReq::Readdir {
+        match self.inner.meta(MetaReq::Readdir {
             ino,
             offset,
             max: max as u64,
@@ -927,43 +1219,57 @@ impl FileSystem for Client {
     }
 
     fn read(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        self.read_data(ino, offset, buf)
+        self.inner.read_data(ino, offset, buf)
     }
 
     fn write(&self, ino: Ino, offset: u64, data: &[u8]) -> Result<usize> {
-        self.write_data(ino, offset, data)
+        self.inner.write_data(ino, offset, data)
     }
 
     /// The end of file as the server has it when the write starts: atomic with
     /// respect to this client's other writes of the file, not to other clients'
     /// (as over NFS).
     fn append(&self, ino: Ino, data: &[u8]) -> Result<u64> {
-        let fc = self.file(ino);
+        let fc = self.inner.file(ino);
         let _one = fc.write.lock();
         let size = self.getattr(ino)?.size;
-        self.write_locked(ino, size, data)?;
+        self.inner.write_locked(ino, size, data)?;
         Ok(size)
     }
 
     fn fallocate(&self, ino: Ino, offset: u64, len: u64, mode: i32) -> Result<()> {
-        let fc = self.file(ino);
+        let fc = self.inner.file(ino);
         let _one = fc.write.lock();
-        let r = self.unit(MetaReq::Fallocate {
+        self.inner.flush(ino)?;
+        let r = self.inner.unit(MetaReq::Fallocate {
             ino,
             offset,
             len,
             mode,
         });
-        self.invalidate(ino);
+        self.inner.invalidate(ino);
         r
     }
 
     fn open(&self, ino: Ino) -> Result<()> {
-        self.unit(MetaReq::Open { ino })
+        self.inner.unit(MetaReq::Open { ino })
     }
 
+    /// Does not wait for the file's commits (as in the paper); returns the error
+    /// of one that failed since the last `fsync` or `release`.
     fn release(&self, ino: Ino) -> Result<()> {
-        self.unit(MetaReq::Release { ino })
+        let failed = self
+            .inner
+            .files
+            .lock()
+            .get(&ino)
+            .cloned()
+            .and_then(|fc| fc.pending.lock().error.take());
+        self.inner.unit(MetaReq::Release { ino })?;
+        match failed {
+            Some(e) => Err(from_errno(e, "background commit failed".into())),
+            None => Ok(()),
+        }
     }
 
     fn open_handle(&self, ino: Ino) -> Result<ClientHandle> {
@@ -976,29 +1282,31 @@ impl FileSystem for Client {
     }
 
     fn handle_read(&self, h: &ClientHandle, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        self.read_data(h.ino, offset, buf)
+        self.inner.read_data(h.ino, offset, buf)
     }
 
     fn handle_write(&self, h: &ClientHandle, offset: u64, data: &[u8]) -> Result<usize> {
-        self.write_data(h.ino, offset, data)
+        self.inner.write_data(h.ino, offset, data)
     }
 
     fn remember(&self, ino: Ino) {
-        let _ = self.unit(MetaReq::Remember { ino });
+        let _ = self.inner.unit(MetaReq::Remember { ino });
     }
 
     fn forget(&self, ino: Ino, n: u64) {
-        let _ = self.unit(MetaReq::Forget { ino, n });
+        let _ = self.inner.unit(MetaReq::Forget { ino, n });
     }
 
-    /// Synchronous commits are durable on the server when the write returns; this
-    /// asks the server to check the file.
+    /// Returns once every write of the file before it is committed on the server
+    /// (delayed commit: sent now if still queued), with the error of one that
+    /// failed; then the server checks the file.
     fn fsync(&self, ino: Ino) -> Result<()> {
-        self.unit(MetaReq::Fsync { ino })
+        self.inner.flush(ino)?;
+        self.inner.unit(MetaReq::Fsync { ino })
     }
 
     fn statfs(&self) -> StatFs {
-        match self.meta(MetaReq::Statfs) {
+        match self.inner.meta(MetaReq::Statfs) {
             Ok(MetaReply::Statfs(s)) => s,
             _ => StatFs {
                 block_size: BLOCK as u32,

@@ -5,6 +5,7 @@
 
 mod client;
 pub mod codec;
+mod delayed;
 pub mod proto;
 mod server;
 
@@ -14,5 +15,6 @@ pub mod rpc {
     include!(concat!(env!("OUT_DIR"), "/mnemofs.cluster.Mds.rs"));
 }
 
-pub use client::{Client, ClientConfig, ClientHandle, CommitMode};
+pub use client::{Client, ClientConfig, ClientHandle, ClientStats, CommitMode};
+pub use delayed::{DelayedConfig, Sample};
 pub use server::{mds_mount_options, MdsConfig, MdsHandle, ServerStats};

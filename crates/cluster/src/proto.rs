@@ -272,6 +272,9 @@ pub struct CommitBatch {
 pub struct CommitReply {
     /// Per commit.
     pub results: Vec<i32>,
+    /// Commit batches the server was applying when this one arrived (this one
+    /// included): its load, for the client's compound degree.
+    pub busy: u32,
 }
 
 /// The server recalls the client's layout of a file (another client's commit, a

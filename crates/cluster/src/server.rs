@@ -75,6 +75,8 @@ struct Inner {
     sessions: Mutex<HashMap<u64, Sess>>,
     files: Mutex<HashMap<Ino, Arc<tokio::sync::Mutex<FileState>>>>,
     pending: Mutex<HashMap<u64, oneshot::Sender<()>>>,
+    /// Commit batches being applied now.
+    applying: AtomicU64,
     stats: ServerStats,
 }
 
@@ -431,11 +433,16 @@ impl Inner {
                 )));
             }
         }
+        let busy = self.applying.fetch_add(1, Ordering::Relaxed) + 1;
         let mut results = Vec::with_capacity(b.commits.len());
         for c in &b.commits {
             results.push(self.commit_one(b.client, c).await);
         }
-        let reply = CommitReply { results };
+        self.applying.fetch_sub(1, Ordering::Relaxed);
+        let reply = CommitReply {
+            results,
+            busy: busy.min(u32::MAX as u64) as u32,
+        };
         if let Some(s) = self.sessions.lock().get_mut(&b.client) {
             s.last_seq = b.seq;
             s.last_reply = Some(reply.clone());
@@ -604,6 +611,7 @@ impl MdsHandle {
             sessions: Mutex::new(HashMap::new()),
             files: Mutex::new(HashMap::new()),
             pending: Mutex::new(HashMap::new()),
+            applying: AtomicU64::new(0),
             stats: ServerStats::default(),
         });
         let (stop, stopped) = oneshot::channel::<()>();

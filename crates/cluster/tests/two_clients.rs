@@ -22,10 +22,19 @@ fn volume(dir: &std::path::Path) -> Vec<mnemofs::DeviceSpec> {
 }
 
 fn client(addr: std::net::SocketAddr, data: &[mnemofs::DeviceSpec]) -> Client {
+    client_with(addr, data, CommitMode::Sync)
+}
+
+fn client_with(
+    addr: std::net::SocketAddr,
+    data: &[mnemofs::DeviceSpec],
+    commit: CommitMode,
+) -> Client {
     Client::connect(&ClientConfig {
         mds: addr.to_string(),
         data: data.to_vec(),
-        commit: CommitMode::Sync,
+        commit,
+        delayed: Default::default(),
     })
     .unwrap()
 }
@@ -179,6 +188,84 @@ fn an_expired_lease_gives_the_space_back() {
     // used).
     assert_eq!(mds.fs().statfs().blocks_free, free_before + pool);
     drop(a);
+    mds.shutdown().unwrap();
+    assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
+}
+
+#[test]
+fn delayed_commits_are_read_back_ordered_and_durable_at_fsync() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let devs = volume(dir.path());
+    let fs = mnemofs::mount_devices(&devs, &mds_mount_options()).unwrap();
+    let cfg = MdsConfig {
+        lease: Duration::from_millis(400),
+        chunk_blocks: 16,
+    };
+    let mds = MdsHandle::start(fs, "127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+    let a = client_with(mds.addr(), &devs, CommitMode::Delayed);
+    let b = client(mds.addr(), &devs);
+
+    // Many small files, each written in pieces (partial pages merged with the
+    // writer's own uncommitted copies), read back before any fsync.
+    let mut files = Vec::new();
+    for i in 0..40u64 {
+        let name = format!("f{i}");
+        let ino = a
+            .create(ROOT_INO, name.as_bytes(), 0o644, 0, 0)
+            .unwrap()
+            .ino;
+        let mut model = Vec::new();
+        for k in 0..5u64 {
+            let piece = pattern(i * 10 + k, 3000 + 500 * k as usize);
+            a.write(ino, model.len() as u64, &piece).unwrap();
+            model.extend_from_slice(&piece);
+        }
+        // An overwrite across a page boundary of what is still uncommitted.
+        a.write(ino, 4000, &[0xAB; 300]).unwrap();
+        model[4000..4300].fill(0xAB);
+        assert_eq!(a.getattr(ino).unwrap().size, model.len() as u64);
+        let mut got = vec![0u8; model.len()];
+        assert_eq!(a.read(ino, 0, &mut got).unwrap(), model.len());
+        assert_eq!(got, model, "own uncommitted writes of f{i}");
+        files.push((name, ino, model));
+    }
+    // fsync of one file: it is committed; B sees it whole.
+    let (_, ino0, model0) = &files[0];
+    a.fsync(*ino0).unwrap();
+    let mut got = vec![0u8; model0.len()];
+    assert_eq!(b.read(*ino0, 0, &mut got).unwrap(), model0.len());
+    assert_eq!(&got, model0);
+    // Every file, after its fsync.
+    for (_, ino, model) in &files {
+        a.fsync(*ino).unwrap();
+        let mut got = vec![0u8; model.len() + 10];
+        assert_eq!(b.read(*ino, 0, &mut got).unwrap(), model.len());
+        assert_eq!(&got[..model.len()], &model[..]);
+    }
+    let st = a.client_stats();
+    assert!(st.batches > 0 && st.batch_files >= 40, "{st:?}");
+    assert!(st.commits >= 40 * 6, "{st:?}");
+    assert!(!a.commit_samples().is_empty());
+    // A truncation waits for earlier writes (they reach the server first).
+    let (_, ino1, _) = &files[1];
+    a.write(*ino1, 100_000, b"far").unwrap();
+    a.setattr(
+        *ino1,
+        &mnemofs::SetAttr {
+            size: Some(10),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(b.getattr(*ino1).unwrap().size, 10);
+    // Writes still queued at unmount are committed by it.
+    let (_, ino2, _) = &files[2];
+    a.write(*ino2, 0, b"last words").unwrap();
+    a.close().unwrap();
+    let mut got = [0u8; 10];
+    b.read(*ino2, 0, &mut got).unwrap();
+    assert_eq!(&got, b"last words");
+    b.close().unwrap();
     mds.shutdown().unwrap();
     assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
 }

@@ -1,0 +1,483 @@
+//! Delayed commit (papers/delayed-commit §III–IV): a write stores its pages into
+//! delegated space and makes them durable on the application's thread (a fence:
+//! on PM the "local write" is the stores themselves), queues one commit request
+//! per file and returns. Background commit threads check files out of the queue
+//! and send their extents to the metadata server as compound RPCs.
+//!
+//! - **Queue**: at most one entry per file; a file's extents accumulate in its
+//!   [`Pending`] until a thread checks them all out, and a file with a batch in
+//!   flight is not checked out again until that batch is answered, so a file's
+//!   commits reach the server in the order of its writes.
+//! - **Threads**: `ρ × queue length` (at least one while the queue is not empty), up
+//!   to `max_threads`, with `ρ = max_threads / max_queue`; a thread above the
+//!   target leaves. A writer waits while the queue holds `max_queue` files (the
+//!   bound on how far commits trail writes).
+//! - **Compound degree**: how many files one RPC carries. It grows by one when the
+//!   server is busy (it reports the batches it is applying) or the round trip is
+//!   well above the fastest seen, and shrinks by one when neither holds.
+//! - **Errors** of a background commit stay with the file and are returned by its
+//!   next `fsync` or `close`; `fsync` first waits until every write of the file
+//!   before it is committed.
+
+use crate::client::{FileCache, Inner};
+use crate::proto::ExtentCommit;
+use parking_lot::{Condvar, Mutex};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Settings of delayed commit.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct DelayedConfig {
+    /// Most commit threads.
+    pub max_threads: usize,
+    /// Most files queued before writers wait.
+    pub max_queue: usize,
+    /// Most files in one compound commit.
+    pub max_degree: usize,
+}
+
+impl Default for DelayedConfig {
+    fn default() -> Self {
+        DelayedConfig {
+            // The paper's Figure 6 runs with at most 9 commit threads.
+            max_threads: 8,
+            max_queue: 64,
+            max_degree: 16,
+        }
+    }
+}
+
+/// The bytes `[lo, hi)` a write stored into partial page `page`: `(page, lo, hi)`.
+pub(crate) type Part = (u64, u64, u64);
+
+/// A file's writes not yet committed.
+#[derive(Default)]
+pub(crate) struct Pending {
+    /// Extents in write order, with each one's partial pages `(page, lo, hi)` (the
+    /// bytes it wrote there) for merging again on a conflict.
+    pub extents: Vec<(ExtentCommit, Vec<Part>)>,
+    /// Page → block of the newest uncommitted copy (reads look here first).
+    pub overlay: BTreeMap<u64, u64>,
+    /// End of the furthest uncommitted write.
+    pub end: u64,
+    /// In the commit queue.
+    pub queued: bool,
+    /// Batches of this file sent and not yet answered (0 or 1).
+    pub inflight: u32,
+    /// The first error of a background commit, for the next fsync or close.
+    pub error: Option<i32>,
+    /// When the oldest uncommitted write was queued.
+    pub since: Option<Instant>,
+}
+
+/// One sample of the commit machinery (the paper's Figure 6).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Sample {
+    /// Milliseconds since the client started.
+    pub t_ms: f64,
+    /// Files queued.
+    pub queue: usize,
+    /// Commit threads running.
+    pub threads: usize,
+    /// Compound degree in force.
+    pub degree: usize,
+}
+
+/// The commit queue and its threads.
+pub(crate) struct Committer {
+    pub cfg: DelayedConfig,
+    queue: Mutex<VecDeque<u64>>,
+    /// Signalled when the queue gets an entry, shrinks, or a batch is answered.
+    cv: Condvar,
+    threads: AtomicUsize,
+    pub degree: AtomicUsize,
+    stop: std::sync::atomic::AtomicBool,
+    start: Instant,
+    /// Fastest round trip of a commit seen, and a moving average (ns).
+    rtt_min: AtomicU64,
+    rtt_avg: AtomicU64,
+    samples: Mutex<Vec<Sample>>,
+    /// Commit delays (queue → answer), ns, for percentiles.
+    delays: Mutex<Vec<u64>>,
+    pub batches: AtomicU64,
+    pub files_sent: AtomicU64,
+    pub peak_threads: AtomicUsize,
+}
+
+const MAX_SAMPLES: usize = 200_000;
+
+impl Committer {
+    pub fn new(cfg: DelayedConfig) -> Committer {
+        Committer {
+            cfg,
+            queue: Mutex::new(VecDeque::new()),
+            cv: Condvar::new(),
+            threads: AtomicUsize::new(0),
+            degree: AtomicUsize::new(1),
+            stop: std::sync::atomic::AtomicBool::new(false),
+            start: Instant::now(),
+            rtt_min: AtomicU64::new(u64::MAX),
+            rtt_avg: AtomicU64::new(0),
+            samples: Mutex::new(Vec::new()),
+            delays: Mutex::new(Vec::new()),
+            batches: AtomicU64::new(0),
+            files_sent: AtomicU64::new(0),
+            peak_threads: AtomicUsize::new(0),
+        }
+    }
+
+    /// The threads wanted for `len` queued files: ρ × len, at least one while any
+    /// is queued.
+    fn target(&self, len: usize) -> usize {
+        if len == 0 {
+            return 0;
+        }
+        let c = &self.cfg;
+        (len * c.max_threads)
+            .div_ceil(c.max_queue.max(1))
+            .clamp(1, c.max_threads.max(1))
+    }
+
+    fn sample(&self, queue: usize) {
+        let mut s = self.samples.lock();
+        if s.len() < MAX_SAMPLES {
+            s.push(Sample {
+                t_ms: self.start.elapsed().as_secs_f64() * 1e3,
+                queue,
+                threads: self.threads.load(Ordering::Relaxed),
+                degree: self.degree.load(Ordering::Relaxed),
+            });
+        }
+    }
+
+    /// Samples so far.
+    pub fn samples(&self) -> Vec<Sample> {
+        self.samples.lock().clone()
+    }
+
+    /// Commit delay percentiles (ns): p50, p99, max.
+    pub fn delay_percentiles(&self) -> (u64, u64, u64) {
+        let mut d = self.delays.lock().clone();
+        if d.is_empty() {
+            return (0, 0, 0);
+        }
+        d.sort_unstable();
+        let at = |q: f64| d[((d.len() - 1) as f64 * q) as usize];
+        (at(0.5), at(0.99), d[d.len() - 1])
+    }
+
+    /// Files queued now.
+    pub fn queued(&self) -> usize {
+        self.queue.lock().len()
+    }
+
+    /// Stops the threads (after the queue is drained by [`Inner::flush_all`]).
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        let _q = self.queue.lock();
+        self.cv.notify_all();
+    }
+}
+
+impl Inner {
+    /// Queues file `ino` (its pending extents) for a background commit; waits
+    /// while the queue is full. The caller holds no lock of the file.
+    pub(crate) fn enqueue(self: &Arc<Self>, ino: u64) {
+        let Some(cm) = self.committer.as_ref() else {
+            return;
+        };
+        let mut q = cm.queue.lock();
+        while q.len() >= cm.cfg.max_queue && !cm.stop.load(Ordering::Acquire) {
+            cm.cv.wait_for(&mut q, Duration::from_millis(50));
+        }
+        q.push_back(ino);
+        let len = q.len();
+        let want = cm.target(len);
+        let have = cm.threads.load(Ordering::Acquire);
+        cm.sample(len);
+        cm.cv.notify_one();
+        drop(q);
+        if have < want {
+            self.spawn_committer();
+        }
+    }
+
+    fn spawn_committer(self: &Arc<Self>) {
+        let Some(cm) = self.committer.as_ref() else {
+            return;
+        };
+        let n = cm.threads.fetch_add(1, Ordering::AcqRel) + 1;
+        cm.peak_threads.fetch_max(n, Ordering::Relaxed);
+        let me = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("mnemofs-commit".into())
+            .spawn(move || me.commit_loop());
+        if spawned.is_err() {
+            cm.threads.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// A commit thread: checks files out of the queue, sends them as one
+    /// compound commit, hands the results back to the files.
+    fn commit_loop(self: Arc<Self>) {
+        let Some(cm) = self.committer.as_ref() else {
+            return;
+        };
+        loop {
+            let inos: Vec<u64> = {
+                let mut q = cm.queue.lock();
+                loop {
+                    let stopping = cm.stop.load(Ordering::Acquire);
+                    if stopping && q.is_empty() {
+                        cm.threads.fetch_sub(1, Ordering::AcqRel);
+                        cm.cv.notify_all();
+                        return;
+                    }
+                    let threads = cm.threads.load(Ordering::Acquire);
+                    if threads > 1 && threads > cm.target(q.len()) {
+                        // Above ρ × queue length: this one leaves.
+                        cm.threads.fetch_sub(1, Ordering::AcqRel);
+                        cm.sample(q.len());
+                        return;
+                    }
+                    if !q.is_empty() {
+                        break;
+                    }
+                    if cm
+                        .cv
+                        .wait_for(&mut q, Duration::from_millis(200))
+                        .timed_out()
+                        && q.is_empty()
+                        && threads > 0
+                    {
+                        // Idle: the pool shrinks to nothing; a write starts one again.
+                        cm.threads.fetch_sub(1, Ordering::AcqRel);
+                        cm.sample(0);
+                        return;
+                    }
+                }
+                let degree = cm.degree.load(Ordering::Relaxed).max(1);
+                let mut taken = Vec::new();
+                let mut skipped = Vec::new();
+                let mut seen = HashSet::new();
+                while taken.len() < degree {
+                    let Some(ino) = q.pop_front() else {
+                        break;
+                    };
+                    if !seen.insert(ino) {
+                        continue;
+                    }
+                    // A file whose previous batch is unanswered waits its turn.
+                    let fc = self.file(ino);
+                    if fc.pending.lock().inflight > 0 {
+                        skipped.push(ino);
+                    } else {
+                        taken.push(ino);
+                    }
+                }
+                for s in skipped.into_iter().rev() {
+                    q.push_front(s);
+                }
+                cm.sample(q.len());
+                cm.cv.notify_all();
+                taken
+            };
+            if inos.is_empty() {
+                // Only files with a batch in flight: wait for an answer.
+                let mut q = cm.queue.lock();
+                cm.cv.wait_for(&mut q, Duration::from_millis(5));
+                continue;
+            }
+            self.commit_files(&inos);
+        }
+    }
+
+    /// Checks out every pending extent of `inos` and commits them in one compound
+    /// RPC (also used by `fsync`, on the caller's thread).
+    pub(crate) fn commit_files(self: &Arc<Self>, inos: &[u64]) {
+        let mut files: Vec<(u64, Arc<FileCache>, usize, Option<Instant>)> = Vec::new();
+        let mut commits = Vec::new();
+        let mut parts = Vec::new();
+        for &ino in inos {
+            let fc = self.file(ino);
+            let mut p = fc.pending.lock();
+            p.queued = false;
+            if p.inflight > 0 || p.extents.is_empty() {
+                continue;
+            }
+            p.inflight += 1;
+            let since = p.since.take();
+            let ex = std::mem::take(&mut p.extents);
+            let n = ex.len();
+            for (c, pr) in ex {
+                commits.push(c);
+                parts.push(pr);
+            }
+            drop(p);
+            files.push((ino, fc, n, since));
+        }
+        if files.is_empty() {
+            return;
+        }
+        let t0 = Instant::now();
+        let sent = commits.clone();
+        let results = self.send_commit(commits);
+        let rtt = t0.elapsed().as_nanos() as u64;
+        if let Some(cm) = self.committer.as_ref() {
+            cm.batches.fetch_add(1, Ordering::Relaxed);
+            cm.files_sent
+                .fetch_add(files.len() as u64, Ordering::Relaxed);
+            self.adapt(cm, rtt);
+        }
+        let (results, busy) = match results {
+            Ok((r, busy)) => (r, busy),
+            Err(e) => (vec![e.errno(); sent.len()], 0),
+        };
+        if let Some(cm) = self.committer.as_ref() {
+            if busy > 1 {
+                let d = cm.degree.load(Ordering::Relaxed);
+                cm.degree
+                    .store((d + 1).min(cm.cfg.max_degree), Ordering::Relaxed);
+            }
+        }
+        let mut at = 0;
+        for (ino, fc, n, since) in files {
+            let mut again = Vec::new();
+            {
+                let mut p = fc.pending.lock();
+                for k in at..at + n {
+                    let c = &sent[k];
+                    let r = results.get(k).copied().unwrap_or(libc::EIO);
+                    if r == libc::EAGAIN {
+                        again.push((c.clone(), parts[k].clone()));
+                        continue;
+                    }
+                    if r != 0 && p.error.is_none() {
+                        p.error = Some(r);
+                    }
+                    // Committed (or failed for good): the overlay keeps only newer
+                    // copies than this extent's.
+                    let mut pg = c.first;
+                    for &(b, l) in &c.runs {
+                        for blk in b..b + l {
+                            if p.overlay.get(&pg) == Some(&blk) {
+                                p.overlay.remove(&pg);
+                            }
+                            pg += 1;
+                        }
+                    }
+                }
+                // (`end` stays: a size the server gave before this answer may
+                // not count these writes yet; `own_size` settles it.)
+            }
+            at += n;
+            // Merged pages another client changed: merge again, commit before
+            // anything later of the file.
+            if !again.is_empty() {
+                self.c
+                    .retries
+                    .fetch_add(again.len() as u64, Ordering::Relaxed);
+                self.invalidate(ino);
+                let mut fixed = Vec::new();
+                for (mut c, pr) in again {
+                    match self.remerge(ino, &mut c, &pr) {
+                        Ok(()) => fixed.push((c, pr)),
+                        Err(e) => {
+                            let mut p = fc.pending.lock();
+                            p.error.get_or_insert(e.errno());
+                        }
+                    }
+                }
+                let mut p = fc.pending.lock();
+                let later = std::mem::take(&mut p.extents);
+                p.extents = fixed;
+                p.extents.extend(later);
+            }
+            let requeue = {
+                let mut p = fc.pending.lock();
+                p.inflight -= 1;
+                if let (Some(cm), Some(s)) = (self.committer.as_ref(), since) {
+                    let mut d = cm.delays.lock();
+                    if d.len() < MAX_SAMPLES {
+                        d.push(s.elapsed().as_nanos() as u64);
+                    }
+                }
+                if !p.extents.is_empty() && !p.queued {
+                    p.queued = true;
+                    p.since.get_or_insert_with(Instant::now);
+                    true
+                } else {
+                    false
+                }
+            };
+            fc.done.notify_all();
+            if requeue {
+                self.enqueue(ino);
+            }
+        }
+        if let Some(cm) = self.committer.as_ref() {
+            let _q = cm.queue.lock();
+            cm.cv.notify_all();
+        }
+    }
+
+    /// The compound degree follows the round trip: up when it is well above the
+    /// fastest seen (a slow network or a busy server), down when it is near it.
+    fn adapt(&self, cm: &Committer, rtt: u64) {
+        let min = cm.rtt_min.fetch_min(rtt, Ordering::Relaxed).min(rtt);
+        let avg = cm.rtt_avg.load(Ordering::Relaxed);
+        let avg = if avg == 0 { rtt } else { (avg * 7 + rtt) / 8 };
+        cm.rtt_avg.store(avg, Ordering::Relaxed);
+        let d = cm.degree.load(Ordering::Relaxed);
+        let nd = if avg > min.saturating_mul(2) {
+            (d + 1).min(cm.cfg.max_degree.max(1))
+        } else if avg < min.saturating_add(min / 4) {
+            d.saturating_sub(1).max(1)
+        } else {
+            d
+        };
+        cm.degree.store(nd, Ordering::Relaxed);
+    }
+
+    /// Waits until every write of `ino` made before the call is committed, sending
+    /// them from this thread if no commit thread has; returns (and clears) the
+    /// file's first background error.
+    pub(crate) fn flush(self: &Arc<Self>, ino: u64) -> mnemofs::Result<()> {
+        let fc = self.file(ino);
+        loop {
+            let mut p = fc.pending.lock();
+            if p.extents.is_empty() && p.inflight == 0 {
+                return match p.error.take() {
+                    Some(e) => Err(crate::client::from_errno(
+                        e,
+                        "background commit failed".into(),
+                    )),
+                    None => Ok(()),
+                };
+            }
+            if p.inflight == 0 {
+                drop(p);
+                self.commit_files(&[ino]);
+                continue;
+            }
+            fc.done.wait_for(&mut p, Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until nothing is queued or in flight (unmount).
+    pub(crate) fn flush_all(self: &Arc<Self>) -> mnemofs::Result<()> {
+        let inos: Vec<u64> = self.files.lock().keys().copied().collect();
+        let mut first = Ok(());
+        for ino in inos {
+            if let Err(e) = self.flush(ino) {
+                if first.is_ok() {
+                    first = Err(e);
+                }
+            }
+        }
+        first
+    }
+}
