@@ -166,6 +166,9 @@ pub enum BenchCmd {
     Peers(PeersArgs),
     /// Every workload x every existing preset into a results folder (JSONL, SVGs)
     Suite(SuiteArgs),
+    /// Clients of a metadata server, each its own process, under each commit mode
+    /// (sync, delayed) side by side
+    Cluster(Box<crate::cluster_bench::ClusterArgs>),
 }
 
 #[derive(Args, Debug)]
@@ -260,7 +263,7 @@ fn profile_help() -> String {
 }
 
 /// Seconds (`5`, `0.5`, `5s`) or milliseconds (`500ms`).
-fn duration_arg(s: &str) -> Result<Duration, String> {
+pub(crate) fn duration_arg(s: &str) -> Result<Duration, String> {
     let t = s.trim();
     let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
         (n, 1e-3)
@@ -370,6 +373,7 @@ pub fn run(a: &BenchArgs) -> CliResult<i32> {
         Some(BenchCmd::Compare(c)) => return run_compare(c),
         Some(BenchCmd::Peers(p)) => return run_peers(p),
         Some(BenchCmd::Suite(s)) => return run_suite(s),
+        Some(BenchCmd::Cluster(c)) => return crate::cluster_bench::run(c),
         None => {}
     }
     if a.list {

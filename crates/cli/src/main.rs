@@ -8,6 +8,7 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod bench;
+mod cluster_bench;
 #[cfg(feature = "crashtest")]
 mod crashtest;
 mod devs;

@@ -327,6 +327,7 @@ fn run_foreground(args: &MountArgs, opts: mnemofs::MountOptions) -> CliResult<()
                 data: crate::devs::parse(data)?,
                 commit: commit_mode(&args.commit)?,
                 delayed: Default::default(),
+                subdir: None,
             })
             .map_err(|e| fs_error(data, &e))?;
             cfg.fsname = format!("mnemofs-client:{mds}");

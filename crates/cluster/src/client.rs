@@ -49,6 +49,9 @@ pub struct ClientConfig {
     pub commit: CommitMode,
     /// Settings of `Delayed`.
     pub delayed: DelayedConfig,
+    /// Serve this directory of the volume as the root (made if missing), as an
+    /// NFS export of a subdirectory: each benchmark client gets its own.
+    pub subdir: Option<String>,
 }
 
 /// Counters of a client (exact).
@@ -186,6 +189,8 @@ pub(crate) struct Inner {
 pub struct Client {
     inner: Arc<Inner>,
     rt: tokio::runtime::Runtime,
+    /// The inode served as the root (`ROOT_INO` unless `subdir`).
+    root: Ino,
 }
 
 /// An open file of a [`Client`].
@@ -293,7 +298,55 @@ impl Client {
             stop,
         });
         rt.block_on(Inner::open_session(&inner))?;
-        Ok(Client { inner, rt })
+        let mut c = Client {
+            inner,
+            rt,
+            root: mnemofs::ROOT_INO,
+        };
+        if let Some(d) = &cfg.subdir {
+            let root = mnemofs::ROOT_INO;
+            let a = match c.inner.attr(MetaReq::Lookup {
+                parent: root,
+                name: d.as_bytes().to_vec(),
+            }) {
+                Ok(a) => a,
+                Err(FsError::NotFound) => c.inner.attr(MetaReq::Mkdir {
+                    parent: root,
+                    name: d.as_bytes().to_vec(),
+                    mode: 0o755,
+                    uid: 0,
+                    gid: 0,
+                })?,
+                Err(e) => return Err(e),
+            };
+            if a.kind != mnemofs::FileKind::Directory {
+                return Err(FsError::NotDir);
+            }
+            c.root = a.ino;
+        }
+        Ok(c)
+    }
+
+    /// The volume's inode for `ino` as the caller names it (its root is `subdir`).
+    fn m(&self, ino: Ino) -> Ino {
+        if ino == mnemofs::ROOT_INO {
+            self.root
+        } else {
+            ino
+        }
+    }
+
+    /// The caller's name for the volume's inode `ino`.
+    fn back(&self, mut a: Attr) -> Attr {
+        if a.ino == self.root {
+            a.ino = mnemofs::ROOT_INO;
+        }
+        a
+    }
+
+    /// A call returning attributes, the root renamed back.
+    fn attr(&self, req: MetaReq) -> Result<Attr> {
+        self.inner.attr(req).map(|a| self.back(a))
     }
 
     /// The session's client id.
@@ -1055,14 +1108,18 @@ impl FileSystem for Client {
     type Stats = ClientStats;
 
     fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Attr> {
-        self.inner.attr(MetaReq::Lookup {
-            parent,
+        if parent == mnemofs::ROOT_INO && name == b".." {
+            // The served root is its own parent, as `/` is.
+            return self.getattr(parent);
+        }
+        self.attr(MetaReq::Lookup {
+            parent: self.m(parent),
             name: name.to_vec(),
         })
     }
 
     fn getattr(&self, ino: Ino) -> Result<Attr> {
-        self.inner.attr(MetaReq::Getattr { ino })
+        self.attr(MetaReq::Getattr { ino: self.m(ino) })
     }
 
     fn setattr(&self, ino: Ino, req: &SetAttr) -> Result<Attr> {
@@ -1072,7 +1129,10 @@ impl FileSystem for Client {
         if req.size.is_some() {
             self.inner.flush(ino)?;
         }
-        let r = self.inner.attr(MetaReq::Setattr { ino, attr: *req });
+        let r = self.attr(MetaReq::Setattr {
+            ino: self.m(ino),
+            attr: *req,
+        });
         self.inner.invalidate(ino);
         r
     }
@@ -1086,8 +1146,8 @@ impl FileSystem for Client {
         uid: u32,
         gid: u32,
     ) -> Result<Attr> {
-        self.inner.attr(MetaReq::Mknod {
-            parent,
+        self.attr(MetaReq::Mknod {
+            parent: self.m(parent),
             name: name.to_vec(),
             mode,
             rdev,
@@ -1097,8 +1157,8 @@ impl FileSystem for Client {
     }
 
     fn create(&self, parent: Ino, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
-        self.inner.attr(MetaReq::Create {
-            parent,
+        self.attr(MetaReq::Create {
+            parent: self.m(parent),
             name: name.to_vec(),
             mode,
             uid,
@@ -1107,8 +1167,8 @@ impl FileSystem for Client {
     }
 
     fn mkdir(&self, parent: Ino, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
-        self.inner.attr(MetaReq::Mkdir {
-            parent,
+        self.attr(MetaReq::Mkdir {
+            parent: self.m(parent),
             name: name.to_vec(),
             mode,
             uid,
@@ -1117,16 +1177,16 @@ impl FileSystem for Client {
     }
 
     fn create_node(&self, parent: Ino, name: &[u8], node: &NewNode) -> Result<Attr> {
-        self.inner.attr(MetaReq::CreateNode {
-            parent,
+        self.attr(MetaReq::CreateNode {
+            parent: self.m(parent),
             name: name.to_vec(),
             node: *node,
         })
     }
 
     fn symlink(&self, parent: Ino, name: &[u8], target: &[u8], uid: u32, gid: u32) -> Result<Attr> {
-        self.inner.attr(MetaReq::Symlink {
-            parent,
+        self.attr(MetaReq::Symlink {
+            parent: self.m(parent),
             name: name.to_vec(),
             target: target.to_vec(),
             uid,
@@ -1135,23 +1195,23 @@ impl FileSystem for Client {
     }
 
     fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
-        self.inner.bytes(MetaReq::Readlink { ino })
+        self.inner.bytes(MetaReq::Readlink { ino: self.m(ino) })
     }
 
     fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
         self.inner.bytes(MetaReq::Getxattr {
-            ino,
+            ino: self.m(ino),
             name: name.to_vec(),
         })
     }
 
     fn listxattr(&self, ino: Ino) -> Result<Vec<u8>> {
-        self.inner.bytes(MetaReq::Listxattr { ino })
+        self.inner.bytes(MetaReq::Listxattr { ino: self.m(ino) })
     }
 
     fn setxattr(&self, ino: Ino, name: &[u8], value: &[u8], flags: i32) -> Result<()> {
         self.inner.unit(MetaReq::Setxattr {
-            ino,
+            ino: self.m(ino),
             name: name.to_vec(),
             value: value.to_vec(),
             flags,
@@ -1160,29 +1220,29 @@ impl FileSystem for Client {
 
     fn removexattr(&self, ino: Ino, name: &[u8]) -> Result<()> {
         self.inner.unit(MetaReq::Removexattr {
-            ino,
+            ino: self.m(ino),
             name: name.to_vec(),
         })
     }
 
     fn unlink(&self, parent: Ino, name: &[u8]) -> Result<()> {
         self.inner.unit(MetaReq::Unlink {
-            parent,
+            parent: self.m(parent),
             name: name.to_vec(),
         })
     }
 
     fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<()> {
         self.inner.unit(MetaReq::Rmdir {
-            parent,
+            parent: self.m(parent),
             name: name.to_vec(),
         })
     }
 
     fn link(&self, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
-        self.inner.attr(MetaReq::Link {
-            ino,
-            parent: newparent,
+        self.attr(MetaReq::Link {
+            ino: self.m(ino),
+            parent: self.m(newparent),
             name: newname.to_vec(),
         })
     }
@@ -1196,9 +1256,9 @@ impl FileSystem for Client {
         flags: RenameFlags,
     ) -> Result<()> {
         self.inner.unit(MetaReq::Rename {
-            parent,
+            parent: self.m(parent),
             name: name.to_vec(),
-            newparent,
+            newparent: self.m(newparent),
             newname: newname.to_vec(),
             flags,
         })
@@ -1206,11 +1266,18 @@ impl FileSystem for Client {
 
     fn readdir(&self, ino: Ino, offset: u64, max: usize) -> Result<Vec<DirEntry>> {
         match self.inner.meta(MetaReq::Readdir {
-            ino,
+            ino: self.m(ino),
             offset,
             max: max as u64,
         })? {
-            MetaReply::Dir(d) => Ok(d),
+            MetaReply::Dir(mut d) => {
+                for e in &mut d {
+                    if e.ino == self.root {
+                        e.ino = mnemofs::ROOT_INO;
+                    }
+                }
+                Ok(d)
+            }
             _ => Err(io(
                 std::io::ErrorKind::InvalidData,
                 "metadata server: unexpected reply",
@@ -1242,7 +1309,7 @@ impl FileSystem for Client {
         let _one = fc.write.lock();
         self.inner.flush(ino)?;
         let r = self.inner.unit(MetaReq::Fallocate {
-            ino,
+            ino: self.m(ino),
             offset,
             len,
             mode,
@@ -1252,7 +1319,7 @@ impl FileSystem for Client {
     }
 
     fn open(&self, ino: Ino) -> Result<()> {
-        self.inner.unit(MetaReq::Open { ino })
+        self.inner.unit(MetaReq::Open { ino: self.m(ino) })
     }
 
     /// Does not wait for the file's commits (as in the paper); returns the error
@@ -1265,7 +1332,7 @@ impl FileSystem for Client {
             .get(&ino)
             .cloned()
             .and_then(|fc| fc.pending.lock().error.take());
-        self.inner.unit(MetaReq::Release { ino })?;
+        self.inner.unit(MetaReq::Release { ino: self.m(ino) })?;
         match failed {
             Some(e) => Err(from_errno(e, "background commit failed".into())),
             None => Ok(()),
@@ -1290,11 +1357,14 @@ impl FileSystem for Client {
     }
 
     fn remember(&self, ino: Ino) {
-        let _ = self.inner.unit(MetaReq::Remember { ino });
+        let _ = self.inner.unit(MetaReq::Remember { ino: self.m(ino) });
     }
 
     fn forget(&self, ino: Ino, n: u64) {
-        let _ = self.inner.unit(MetaReq::Forget { ino, n });
+        let _ = self.inner.unit(MetaReq::Forget {
+            ino: self.m(ino),
+            n,
+        });
     }
 
     /// Returns once every write of the file before it is committed on the server
@@ -1302,7 +1372,7 @@ impl FileSystem for Client {
     /// failed; then the server checks the file.
     fn fsync(&self, ino: Ino) -> Result<()> {
         self.inner.flush(ino)?;
-        self.inner.unit(MetaReq::Fsync { ino })
+        self.inner.unit(MetaReq::Fsync { ino: self.m(ino) })
     }
 
     fn statfs(&self) -> StatFs {

@@ -6,6 +6,7 @@
 mod client;
 pub mod codec;
 mod delayed;
+pub mod netdelay;
 pub mod proto;
 mod server;
 

@@ -35,6 +35,7 @@ fn client_with(
         data: data.to_vec(),
         commit,
         delayed: Default::default(),
+        subdir: None,
     })
     .unwrap()
 }
