@@ -50,6 +50,10 @@ pub struct ClusterArgs {
     /// File size (default: the workload's; smallfiles 32 KiB, largefiles 1 MiB)
     #[arg(long = "file-size", value_name = "SIZE", value_parser = size_arg)]
     pub file_size: Option<u64>,
+    /// smallfiles/largefiles: live files per thread (the oldest is removed beyond
+    /// them; default 1024); filebench workloads: the fileset
+    #[arg(long, value_name = "N")]
+    pub files: Option<u64>,
     /// Rounds, each running every variant once, interleaved
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub rounds: u32,
@@ -280,6 +284,9 @@ fn one_run(
         params.file_size = s;
         params.io_size = params.io_size.min(s).max(4096);
     }
+    if let Some(f) = a.files {
+        params.files = f;
+    }
     let size =
         mnemofs_bench::workloads::image_size_for(w, &params, a.threads * clients).max(1 << 30);
     let img = mnemofs_bench::runner::fresh_image(None, size)
@@ -353,6 +360,9 @@ fn one_run(
             .arg(format!("{}", a.duration.as_secs_f64()));
         if let Some(s) = fsize.or(a.file_size) {
             cmd.arg("--file-size").arg(s.to_string());
+        }
+        if let Some(f) = a.files {
+            cmd.arg("--files").arg(f.to_string());
         }
         let child = cmd
             .stdin(Stdio::null())
@@ -512,6 +522,9 @@ fn run_client(a: &ClusterArgs, addr: &str) -> CliResult<()> {
     if let Some(s) = fsize.or(a.file_size) {
         cfg.params.file_size = s;
         cfg.params.io_size = cfg.params.io_size.min(s).max(4096);
+    }
+    if let Some(f) = a.files {
+        cfg.params.files = f;
     }
     cfg.preset = format!("cluster-{}", a.commit.first().map_or("sync", |s| s));
     let info = EngineInfo {

@@ -182,6 +182,10 @@ pub(crate) struct Inner {
     pub c: Counters,
     /// Delayed commit's queue and threads (`None`: synchronous commits).
     pub committer: Option<Committer>,
+    /// Pins a create took for this client that no open has claimed yet.
+    created: Mutex<HashMap<Ino, u32>>,
+    /// Delayed commit: pins to drop, sent with the next compound commit.
+    pub deferred: Mutex<Vec<MetaReq>>,
     stop: tokio::sync::watch::Sender<bool>,
 }
 
@@ -295,6 +299,8 @@ impl Client {
             seq: Mutex::new(0),
             c: Counters::default(),
             committer: (cfg.commit == CommitMode::Delayed).then(|| Committer::new(cfg.delayed)),
+            created: Mutex::new(HashMap::new()),
+            deferred: Mutex::new(Vec::new()),
             stop,
         });
         rt.block_on(Inner::open_session(&inner))?;
@@ -356,8 +362,12 @@ impl Client {
 
     /// Ends the session: the server takes back the unused delegated space.
     pub fn close(self) -> Result<()> {
-        // Every queued commit is sent first (unmount makes everything durable).
+        // Every queued commit is sent first (unmount makes everything durable),
+        // and the pins still to drop.
         let flushed = self.inner.flush_all();
+        if self.inner.committer.is_some() {
+            self.inner.commit_files(&[]);
+        }
         if let Some(cm) = &self.inner.committer {
             cm.stop();
         }
@@ -451,6 +461,42 @@ impl Inner {
                 "metadata server: unexpected reply",
             )),
         }
+    }
+
+    /// Records the pin a create took for this client.
+    fn created(&self, ino: Ino) {
+        *self.created.lock().entry(ino).or_insert(0) += 1;
+    }
+
+    /// Takes a create's pin for an open; false when there is none.
+    fn claim_created(&self, ino: Ino) -> bool {
+        let mut c = self.created.lock();
+        match c.get_mut(&ino) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                if *n == 0 {
+                    c.remove(&ino);
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Drops the unclaimed create pins of `ino`; how many there were.
+    fn unclaimed(&self, ino: Ino) -> u32 {
+        self.created.lock().remove(&ino).unwrap_or(0)
+    }
+
+    /// Drops a pin (`Release` or `Forget`): at once with synchronous commits;
+    /// with delayed commits in the next compound commit (nothing waits for it).
+    fn unpin(self: &Arc<Self>, req: MetaReq) -> Result<()> {
+        if self.committer.is_none() {
+            return self.unit(req);
+        }
+        self.deferred.lock().push(req);
+        self.kick();
+        Ok(())
     }
 
     /// Delayed commit: the size counts this client's own writes not yet
@@ -835,7 +881,7 @@ impl Inner {
                 }
                 return Ok(data.len());
             }
-            let (r, _) = self.send_commit(vec![c])?;
+            let (r, _) = self.send_commit(vec![c], Vec::new())?;
             match r.first().copied().unwrap_or(libc::EIO) {
                 0 => return Ok(data.len()),
                 libc::EAGAIN => {
@@ -961,6 +1007,7 @@ impl Inner {
     pub(crate) fn send_commit(
         self: &Arc<Self>,
         commits: Vec<ExtentCommit>,
+        after: Vec<MetaReq>,
     ) -> Result<(Vec<i32>, u32)> {
         let client = self.session.read().client;
         let n = commits.len() as u64;
@@ -973,6 +1020,7 @@ impl Inner {
             client,
             seq,
             commits,
+            after,
         };
         let mut rpc = self.rpc.clone();
         for attempt in 0..3 {
@@ -1156,14 +1204,19 @@ impl FileSystem for Client {
         })
     }
 
+    /// The new file comes pinned for this client: the open that follows a
+    /// create (FUSE's create, a benchmark's) takes that pin instead of a call.
     fn create(&self, parent: Ino, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
-        self.attr(MetaReq::Create {
+        let a = self.attr(MetaReq::Create {
             parent: self.m(parent),
             name: name.to_vec(),
             mode,
             uid,
             gid,
-        })
+            pin: true,
+        })?;
+        self.inner.created(self.m(a.ino));
+        Ok(a)
     }
 
     fn mkdir(&self, parent: Ino, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
@@ -1177,11 +1230,14 @@ impl FileSystem for Client {
     }
 
     fn create_node(&self, parent: Ino, name: &[u8], node: &NewNode) -> Result<Attr> {
-        self.attr(MetaReq::CreateNode {
+        let a = self.attr(MetaReq::CreateNode {
             parent: self.m(parent),
             name: name.to_vec(),
             node: *node,
-        })
+            pin: true,
+        })?;
+        self.inner.created(self.m(a.ino));
+        Ok(a)
     }
 
     fn symlink(&self, parent: Ino, name: &[u8], target: &[u8], uid: u32, gid: u32) -> Result<Attr> {
@@ -1319,6 +1375,9 @@ impl FileSystem for Client {
     }
 
     fn open(&self, ino: Ino) -> Result<()> {
+        if self.inner.claim_created(self.m(ino)) {
+            return Ok(());
+        }
         self.inner.unit(MetaReq::Open { ino: self.m(ino) })
     }
 
@@ -1332,7 +1391,7 @@ impl FileSystem for Client {
             .get(&ino)
             .cloned()
             .and_then(|fc| fc.pending.lock().error.take());
-        self.inner.unit(MetaReq::Release { ino: self.m(ino) })?;
+        self.inner.unpin(MetaReq::Release { ino: self.m(ino) })?;
         match failed {
             Some(e) => Err(from_errno(e, "background commit failed".into())),
             None => Ok(()),
@@ -1361,10 +1420,12 @@ impl FileSystem for Client {
     }
 
     fn forget(&self, ino: Ino, n: u64) {
-        let _ = self.inner.unit(MetaReq::Forget {
-            ino: self.m(ino),
-            n,
-        });
+        let ino = self.m(ino);
+        // The kernel is done with it: a create's pin no open took goes too.
+        for _ in 0..self.inner.unclaimed(ino) {
+            let _ = self.inner.unpin(MetaReq::Release { ino });
+        }
+        let _ = self.inner.unpin(MetaReq::Forget { ino, n });
     }
 
     /// Returns once every write of the file before it is committed on the server

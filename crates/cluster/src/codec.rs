@@ -85,6 +85,7 @@ mod tests {
                 runs: vec![(900, 2)],
                 expect: vec![(5, 77)],
             }],
+            after: vec![crate::proto::MetaReq::Release { ino: 12 }],
         };
         let bytes = postcard::to_allocvec(&b).unwrap();
         let back: CommitBatch = postcard::from_bytes(&bytes).unwrap();

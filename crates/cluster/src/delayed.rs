@@ -37,6 +37,9 @@ pub struct DelayedConfig {
     pub max_queue: usize,
     /// Most files in one compound commit.
     pub max_degree: usize,
+    /// How long a commit thread waits to fill a compound commit up to the degree
+    /// in force (the bound the degree adds to a commit's delay).
+    pub gather: Duration,
 }
 
 impl Default for DelayedConfig {
@@ -46,6 +49,7 @@ impl Default for DelayedConfig {
             max_threads: 8,
             max_queue: 64,
             max_degree: 16,
+            gather: Duration::from_millis(1),
         }
     }
 }
@@ -108,6 +112,9 @@ pub(crate) struct Committer {
 }
 
 const MAX_SAMPLES: usize = 200_000;
+
+/// How long pins to drop wait for a commit to ride with.
+const PIN_DELAY: Duration = Duration::from_millis(2);
 
 impl Committer {
     pub fn new(cfg: DelayedConfig) -> Committer {
@@ -205,6 +212,16 @@ impl Inner {
         }
     }
 
+    /// Makes sure a commit thread will send the deferred pin drops.
+    pub(crate) fn kick(self: &Arc<Self>) {
+        let Some(cm) = self.committer.as_ref() else {
+            return;
+        };
+        if cm.threads.load(Ordering::Acquire) == 0 {
+            self.spawn_committer();
+        }
+    }
+
     fn spawn_committer(self: &Arc<Self>) {
         let Some(cm) = self.committer.as_ref() else {
             return;
@@ -246,13 +263,19 @@ impl Inner {
                     if !q.is_empty() {
                         break;
                     }
-                    if cm
-                        .cv
-                        .wait_for(&mut q, Duration::from_millis(200))
-                        .timed_out()
-                        && q.is_empty()
-                        && threads > 0
-                    {
+                    // Pins to drop ride with the next commit; alone they wait at
+                    // most PIN_DELAY.
+                    let pins = !self.deferred.lock().is_empty();
+                    let wait = if pins {
+                        PIN_DELAY
+                    } else {
+                        Duration::from_millis(200)
+                    };
+                    let timed_out = cm.cv.wait_for(&mut q, wait).timed_out();
+                    if timed_out && q.is_empty() && pins {
+                        break;
+                    }
+                    if timed_out && q.is_empty() && threads > 0 {
                         // Idle: the pool shrinks to nothing; a write starts one again.
                         cm.threads.fetch_sub(1, Ordering::AcqRel);
                         cm.sample(0);
@@ -260,6 +283,17 @@ impl Inner {
                     }
                 }
                 let degree = cm.degree.load(Ordering::Relaxed).max(1);
+                // A compound commit of more than one file: let the queue fill up
+                // to the degree for at most `gather`.
+                if degree > 1 && q.len() < degree {
+                    let until = Instant::now() + cm.cfg.gather;
+                    while q.len() < degree {
+                        let now = Instant::now();
+                        if now >= until || cm.cv.wait_for(&mut q, until - now).timed_out() {
+                            break;
+                        }
+                    }
+                }
                 let mut taken = Vec::new();
                 let mut skipped = Vec::new();
                 let mut seen = HashSet::new();
@@ -285,6 +319,11 @@ impl Inner {
                 cm.cv.notify_all();
                 taken
             };
+            if inos.is_empty() && !self.deferred.lock().is_empty() {
+                // Only pins to drop.
+                self.commit_files(&[]);
+                continue;
+            }
             if inos.is_empty() {
                 // Only files with a batch in flight: wait for an answer.
                 let mut q = cm.queue.lock();
@@ -319,28 +358,24 @@ impl Inner {
             drop(p);
             files.push((ino, fc, n, since));
         }
-        if files.is_empty() {
+        let after = std::mem::take(&mut *self.deferred.lock());
+        if files.is_empty() && after.is_empty() {
             return;
         }
         let t0 = Instant::now();
         let sent = commits.clone();
-        let results = self.send_commit(commits);
+        let results = self.send_commit(commits, after);
         let rtt = t0.elapsed().as_nanos() as u64;
-        if let Some(cm) = self.committer.as_ref() {
-            cm.batches.fetch_add(1, Ordering::Relaxed);
-            cm.files_sent
-                .fetch_add(files.len() as u64, Ordering::Relaxed);
-            self.adapt(cm, rtt);
-        }
         let (results, busy) = match results {
             Ok((r, busy)) => (r, busy),
             Err(e) => (vec![e.errno(); sent.len()], 0),
         };
         if let Some(cm) = self.committer.as_ref() {
-            if busy > 1 {
-                let d = cm.degree.load(Ordering::Relaxed);
-                cm.degree
-                    .store((d + 1).min(cm.cfg.max_degree), Ordering::Relaxed);
+            cm.batches.fetch_add(1, Ordering::Relaxed);
+            cm.files_sent
+                .fetch_add(files.len() as u64, Ordering::Relaxed);
+            if !files.is_empty() {
+                self.adapt(cm, rtt, busy);
             }
         }
         let mut at = 0;
@@ -424,15 +459,16 @@ impl Inner {
         }
     }
 
-    /// The compound degree follows the round trip: up when it is well above the
-    /// fastest seen (a slow network or a busy server), down when it is near it.
-    fn adapt(&self, cm: &Committer, rtt: u64) {
+    /// The compound degree follows the server's load and the round trip: up when
+    /// the server was serving other requests too or the round trip is well above
+    /// the fastest seen (a slow network or a busy server), down when neither.
+    fn adapt(&self, cm: &Committer, rtt: u64, busy: u32) {
         let min = cm.rtt_min.fetch_min(rtt, Ordering::Relaxed).min(rtt);
         let avg = cm.rtt_avg.load(Ordering::Relaxed);
         let avg = if avg == 0 { rtt } else { (avg * 7 + rtt) / 8 };
         cm.rtt_avg.store(avg, Ordering::Relaxed);
         let d = cm.degree.load(Ordering::Relaxed);
-        let nd = if avg > min.saturating_mul(2) {
+        let nd = if busy > 1 || avg > min.saturating_mul(2) {
             (d + 1).min(cm.cfg.max_degree.max(1))
         } else if avg < min.saturating_add(min / 4) {
             d.saturating_sub(1).max(1)

@@ -60,12 +60,15 @@ pub enum MetaReq {
         ino: Ino,
         attr: SetAttr,
     },
+    /// `pin`: the new file comes pinned for the caller (its first open needs no
+    /// call: NFSv4's OPEN with create).
     Create {
         parent: Ino,
         name: Vec<u8>,
         mode: u32,
         uid: u32,
         gid: u32,
+        pin: bool,
     },
     Mkdir {
         parent: Ino,
@@ -86,6 +89,7 @@ pub enum MetaReq {
         parent: Ino,
         name: Vec<u8>,
         node: NewNode,
+        pin: bool,
     },
     Symlink {
         parent: Ino,
@@ -264,6 +268,9 @@ pub struct CommitBatch {
     pub seq: u64,
     /// The commits, applied in order.
     pub commits: Vec<ExtentCommit>,
+    /// Calls applied after the commits: only `Release` and `Forget` (dropping pins
+    /// need not wait, so a delayed-commit client sends them here).
+    pub after: Vec<MetaReq>,
 }
 
 /// The result of each commit of a batch: 0, or the errno (`EAGAIN`: a merged page
@@ -272,7 +279,7 @@ pub struct CommitBatch {
 pub struct CommitReply {
     /// Per commit.
     pub results: Vec<i32>,
-    /// Commit batches the server was applying when this one arrived (this one
+    /// Requests the server was serving when this one was applied (this one
     /// included): its load, for the client's compound degree.
     pub busy: u32,
 }

@@ -49,12 +49,32 @@ struct Sess {
     /// Pins the client took (open, remember), released if the session expires.
     opens: HashMap<Ino, u64>,
     remembers: HashMap<Ino, u64>,
-    /// The last batch applied and its reply (a resend gets the reply again).
-    last_seq: u64,
-    last_reply: Option<CommitReply>,
+    /// The batches applied lately and their replies (a resend gets the reply
+    /// again): a client's commit threads send concurrently, so batches may arrive
+    /// out of order; a batch older than all of these is refused.
+    applied: BTreeMap<u64, CommitReply>,
     /// One batch at a time per session, so that a resend waits for the first.
     commit_lock: Arc<tokio::sync::Mutex<()>>,
 }
+
+/// Counts a request in `serving` while it is served.
+struct Busy<'a>(&'a AtomicU64);
+
+impl<'a> Busy<'a> {
+    fn new(c: &'a AtomicU64) -> Busy<'a> {
+        c.fetch_add(1, Ordering::Relaxed);
+        Busy(c)
+    }
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Batches per session whose replies are kept for resends.
+const APPLIED_KEPT: usize = 1024;
 
 /// Per file: the clients holding its layout; its lock orders layouts, recalls and
 /// commits of the file.
@@ -75,8 +95,8 @@ struct Inner {
     sessions: Mutex<HashMap<u64, Sess>>,
     files: Mutex<HashMap<Ino, Arc<tokio::sync::Mutex<FileState>>>>,
     pending: Mutex<HashMap<u64, oneshot::Sender<()>>>,
-    /// Commit batches being applied now.
-    applying: AtomicU64,
+    /// Requests (namespace, layout, commit) being served now.
+    serving: AtomicU64,
     stats: ServerStats,
 }
 
@@ -275,7 +295,16 @@ impl Inner {
                 mode,
                 uid,
                 gid,
-            } => attr(fs.create(parent, &name, mode, uid, gid)),
+                pin: p,
+            } => {
+                let r = fs.create(parent, &name, mode, uid, gid);
+                if let (Ok(a), true) = (&r, p) {
+                    if fs.open(a.ino).is_ok() {
+                        pin(|s| &mut s.opens, a.ino, 1);
+                    }
+                }
+                attr(r)
+            }
             MetaReq::Mkdir {
                 parent,
                 name,
@@ -291,8 +320,19 @@ impl Inner {
                 uid,
                 gid,
             } => attr(fs.mknod(parent, &name, mode, rdev, uid, gid)),
-            MetaReq::CreateNode { parent, name, node } => {
-                attr(fs.create_node(parent, &name, &node))
+            MetaReq::CreateNode {
+                parent,
+                name,
+                node,
+                pin: p,
+            } => {
+                let r = fs.create_node(parent, &name, &node);
+                if let (Ok(a), true) = (&r, p) {
+                    if fs.open(a.ino).is_ok() {
+                        pin(|s| &mut s.opens, a.ino, 1);
+                    }
+                }
+                attr(r)
             }
             MetaReq::Symlink {
                 parent,
@@ -421,31 +461,40 @@ impl Inner {
             let s = ss
                 .get(&b.client)
                 .ok_or_else(|| Status::failed_precondition("session expired"))?;
-            if b.seq == s.last_seq {
-                if let Some(r) = &s.last_reply {
-                    return Ok(r.clone());
-                }
+            if let Some(r) = s.applied.get(&b.seq) {
+                return Ok(r.clone());
             }
-            if b.seq <= s.last_seq {
-                return Err(Status::invalid_argument(format!(
-                    "commit batch {} is older than the last applied ({})",
-                    b.seq, s.last_seq
-                )));
+            match s.applied.first_key_value() {
+                Some((&oldest, _)) if s.applied.len() >= APPLIED_KEPT && b.seq < oldest => {
+                    return Err(Status::invalid_argument(format!(
+                        "commit batch {} is older than the {APPLIED_KEPT} remembered",
+                        b.seq
+                    )));
+                }
+                _ => {}
             }
         }
-        let busy = self.applying.fetch_add(1, Ordering::Relaxed) + 1;
+        // The load the client's compound degree follows: requests of every kind
+        // being served now (this one included).
+        let busy = self.serving.load(Ordering::Relaxed);
         let mut results = Vec::with_capacity(b.commits.len());
         for c in &b.commits {
             results.push(self.commit_one(b.client, c).await);
         }
-        self.applying.fetch_sub(1, Ordering::Relaxed);
+        for req in &b.after {
+            if matches!(req, MetaReq::Release { .. } | MetaReq::Forget { .. }) {
+                self.meta(b.client, req.clone()).await;
+            }
+        }
         let reply = CommitReply {
             results,
             busy: busy.min(u32::MAX as u64) as u32,
         };
         if let Some(s) = self.sessions.lock().get_mut(&b.client) {
-            s.last_seq = b.seq;
-            s.last_reply = Some(reply.clone());
+            s.applied.insert(b.seq, reply.clone());
+            while s.applied.len() > APPLIED_KEPT {
+                s.applied.pop_first();
+            }
         }
         Ok(reply)
     }
@@ -520,8 +569,7 @@ impl Mds for Service {
                 holds: HashSet::new(),
                 opens: HashMap::new(),
                 remembers: HashMap::new(),
-                last_seq: 0,
-                last_reply: None,
+                applied: BTreeMap::new(),
                 commit_lock: Arc::default(),
             },
         );
@@ -544,12 +592,14 @@ impl Mds for Service {
     }
 
     async fn meta(&self, req: Request<MetaCall>) -> Result<Response<MetaReply>, Status> {
+        let _busy = Busy::new(&self.0.serving);
         let c = req.into_inner();
         self.0.alive(c.client)?;
         Ok(Response::new(self.0.meta(c.client, c.req).await))
     }
 
     async fn layout(&self, req: Request<LayoutReq>) -> Result<Response<LayoutReply>, Status> {
+        let _busy = Busy::new(&self.0.serving);
         self.0.layout(req.into_inner()).await.map(Response::new)
     }
 
@@ -558,6 +608,7 @@ impl Mds for Service {
     }
 
     async fn commit(&self, req: Request<CommitBatch>) -> Result<Response<CommitReply>, Status> {
+        let _busy = Busy::new(&self.0.serving);
         self.0.commit(req.into_inner()).await.map(Response::new)
     }
 
@@ -611,7 +662,7 @@ impl MdsHandle {
             sessions: Mutex::new(HashMap::new()),
             files: Mutex::new(HashMap::new()),
             pending: Mutex::new(HashMap::new()),
-            applying: AtomicU64::new(0),
+            serving: AtomicU64::new(0),
             stats: ServerStats::default(),
         });
         let (stop, stopped) = oneshot::channel::<()>();

@@ -270,3 +270,46 @@ fn delayed_commits_are_read_back_ordered_and_durable_at_fsync() {
     mds.shutdown().unwrap();
     assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
 }
+
+#[test]
+fn pins_from_create_and_deferred_releases_free_an_unlinked_file() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let devs = volume(dir.path());
+    let fs = mnemofs::mount_devices(&devs, &mds_mount_options()).unwrap();
+    let cfg = MdsConfig {
+        lease: Duration::from_millis(300),
+        chunk_blocks: 16,
+    };
+    let mds = MdsHandle::start(fs, "127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+    let b = client(mds.addr(), &devs);
+    for mode in [CommitMode::Sync, CommitMode::Delayed] {
+        let a = client_with(mds.addr(), &devs, mode);
+        let f = a.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap().ino;
+        // The open takes the create's pin: no call.
+        let rpcs = a.client_stats().rpcs;
+        a.open(f).unwrap();
+        assert_eq!(a.client_stats().rpcs, rpcs, "{mode:?}");
+        a.write(f, 0, &pattern(9, 3 * 4096)).unwrap();
+        a.fsync(f).unwrap();
+        // Unlinked by the other client while A holds it open: still readable.
+        b.unlink(ROOT_INO, b"f").unwrap();
+        let mut got = vec![0u8; 3 * 4096];
+        assert_eq!(a.read(f, 0, &mut got).unwrap(), 3 * 4096);
+        assert_eq!(got, pattern(9, 3 * 4096));
+        // A's release (deferred under delayed commit) frees it; A's close sends
+        // what is still deferred.
+        a.release(f).unwrap();
+        a.close().unwrap();
+        let t0 = std::time::Instant::now();
+        while mds.fs().getattr(f).is_ok() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "{mode:?}: never freed"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    b.close().unwrap();
+    mds.shutdown().unwrap();
+    assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
+}
