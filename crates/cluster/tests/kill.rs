@@ -1,0 +1,344 @@
+//! Kill tests (docs/CLUSTER.md, "What each crash loses"): a client process killed
+//! with SIGKILL at random points of a workload loses nothing it had fsynced, the
+//! server takes back its delegated space when its lease runs out, and after the
+//! server's clean shutdown fsck finds the volume clean — no block owned twice, no
+//! block leaked (fsck checks the saved free list against what the logs own).
+//!
+//! The child is this test binary run again with `MNEMOFS_KILL_CHILD` set.
+
+use mnemofs::{FileSystem, MkfsOptions, ROOT_INO};
+use mnemofs_cluster::{mds_mount_options, Client, ClientConfig, CommitMode, MdsConfig, MdsHandle};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// The bytes of file `i` (its length from `i` too).
+fn content(i: u64) -> Vec<u8> {
+    let len = 1000 + (i.wrapping_mul(7919) % 40_000) as usize;
+    (0..len)
+        .map(|k| ((k as u64 ^ i.wrapping_mul(0x9e37_79b9)) % 251) as u8)
+        .collect()
+}
+
+/// The child: writes files in pieces (partial pages included) and prints
+/// `synced I` after each fsync returned, until it is killed.
+fn child(addr: &str, data: &str, mode: &str) {
+    let commit = if mode == "delayed" {
+        CommitMode::Delayed
+    } else {
+        CommitMode::Sync
+    };
+    let c = Client::connect(&ClientConfig {
+        mds: addr.to_string(),
+        data: mnemofs::DeviceSpec::parse_list(data).unwrap(),
+        commit,
+        delayed: Default::default(),
+        subdir: None,
+    })
+    .unwrap();
+    let mut out = std::io::stdout();
+    for i in 0u64.. {
+        let name = format!("f{i}");
+        let ino = c
+            .create(ROOT_INO, name.as_bytes(), 0o644, 0, 0)
+            .unwrap()
+            .ino;
+        let bytes = content(i);
+        let mut off = 0;
+        for piece in bytes.chunks(3000 + (i as usize % 5) * 1111) {
+            c.write(ino, off, piece).unwrap();
+            off += piece.len() as u64;
+        }
+        // Every other file is fsynced; the rest may be lost.
+        if i % 2 == 0 {
+            c.fsync(ino).unwrap();
+            writeln!(out, "synced {i}").unwrap();
+            out.flush().unwrap();
+        }
+        c.release(ino).unwrap();
+    }
+}
+
+fn run_round(mode: &str, kill_after: Duration) {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let path = dir.path().join("vol.img");
+    mnemofs::mkfs(
+        &path,
+        &MkfsOptions {
+            size: 256 << 20,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let devs = vec![mnemofs::DeviceSpec {
+        path: path.clone(),
+        node: None,
+    }];
+    let fs = mnemofs::mount_devices(&devs, &mds_mount_options()).unwrap();
+    let cfg = MdsConfig {
+        lease: Duration::from_millis(300),
+        chunk_blocks: 64,
+    };
+    let mds = MdsHandle::start(fs, "127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+    let me = std::env::current_exe().unwrap();
+    let mut kid = Command::new(me)
+        .args([
+            "--exact",
+            "client_killed_with_sigkill_loses_nothing_fsynced",
+            "--nocapture",
+        ])
+        .env("MNEMOFS_KILL_CHILD", mds.addr().to_string())
+        .env("MNEMOFS_KILL_DATA", path.display().to_string())
+        .env("MNEMOFS_KILL_MODE", mode)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = kid.stdout.take().unwrap();
+    let (first_tx, first_rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut synced = Vec::new();
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(i) = line
+                .strip_prefix("synced ")
+                .and_then(|s| s.parse::<u64>().ok())
+            {
+                if synced.is_empty() {
+                    let _ = first_tx.send(());
+                }
+                synced.push(i);
+            }
+        }
+        synced
+    });
+    // The kill point counts from the first fsync (the server's startup grace and
+    // the child's start are not part of the workload).
+    first_rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the child fsynced nothing");
+    std::thread::sleep(kill_after);
+    kid.kill().unwrap(); // SIGKILL
+    kid.wait().unwrap();
+    let synced = reader.join().unwrap();
+    // The lease runs out; the server takes the space back.
+    let t0 = Instant::now();
+    while mds.stats().expired.load(Ordering::Relaxed) == 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the killed client's session never expired"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Every fsynced file, byte for byte, through another client.
+    let b = Client::connect(&ClientConfig {
+        mds: mds.addr().to_string(),
+        data: devs.clone(),
+        commit: CommitMode::Sync,
+        delayed: Default::default(),
+        subdir: None,
+    })
+    .unwrap();
+    for &i in &synced {
+        let a = b.lookup(ROOT_INO, format!("f{i}").as_bytes()).unwrap();
+        let want = content(i);
+        assert_eq!(a.size, want.len() as u64, "{mode}: f{i} size");
+        let mut got = vec![0u8; want.len()];
+        assert_eq!(b.read(a.ino, 0, &mut got).unwrap(), want.len());
+        assert!(got == want, "{mode}: f{i} differs after the kill");
+    }
+    b.close().unwrap();
+    mds.shutdown().unwrap();
+    // Clean: nothing owned twice, no block leaked (the saved free list checked).
+    let report = mnemofs::fsck_devices(&devs).unwrap();
+    assert!(report.is_clean(), "{mode}: {report:?}");
+    eprintln!(
+        "{mode}: killed {} ms after its first fsync, {} fsynced files checked",
+        kill_after.as_millis(),
+        synced.len()
+    );
+}
+
+#[test]
+fn client_killed_with_sigkill_loses_nothing_fsynced() {
+    if let Ok(addr) = std::env::var("MNEMOFS_KILL_CHILD") {
+        let data = std::env::var("MNEMOFS_KILL_DATA").unwrap();
+        let mode = std::env::var("MNEMOFS_KILL_MODE").unwrap_or_default();
+        child(&addr, &data, &mode);
+        return;
+    }
+    // Kill points from a fixed seed: reproducible, spread over the workload.
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    for round in 0..8 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let after = Duration::from_millis(x % 700);
+        let mode = if round % 2 == 0 { "sync" } else { "delayed" };
+        run_round(mode, after);
+    }
+}
+
+/// The server child: serves the volume on the given address until its stdin
+/// closes, then shuts down cleanly.
+fn server_child(addr: &str, data: &str) {
+    let devs = mnemofs::DeviceSpec::parse_list(data).unwrap();
+    let fs = mnemofs::mount_devices(&devs, &mds_mount_options()).unwrap();
+    let cfg = MdsConfig {
+        lease: Duration::from_millis(300),
+        chunk_blocks: 64,
+    };
+    let mds = MdsHandle::start(fs, addr.parse().unwrap(), cfg).unwrap();
+    println!("ready");
+    std::io::stdout().flush().unwrap();
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
+    mds.shutdown().unwrap();
+}
+
+fn spawn_server(addr: &str, path: &std::path::Path) -> std::process::Child {
+    let me = std::env::current_exe().unwrap();
+    let mut kid = Command::new(me)
+        .args([
+            "--exact",
+            "server_killed_with_sigkill_loses_nothing_answered",
+            "--nocapture",
+        ])
+        .env("MNEMOFS_KILL_SERVER", addr)
+        .env("MNEMOFS_KILL_DATA", path.display().to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // (The test harness prints its own lines first.)
+    let mut lines = BufReader::new(kid.stdout.take().unwrap()).lines();
+    let ready = lines.by_ref().map_while(|l| l.ok()).any(|l| l == "ready");
+    assert!(ready, "the server child did not start");
+    // Its later output is read too (a closed pipe would fail its exit).
+    std::thread::spawn(move || lines.for_each(drop));
+    kid
+}
+
+fn free_port() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().to_string()
+}
+
+fn server_round(mode: &str, kill_after: Duration) {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let path = dir.path().join("vol.img");
+    mnemofs::mkfs(
+        &path,
+        &MkfsOptions {
+            size: 256 << 20,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let devs = vec![mnemofs::DeviceSpec {
+        path: path.clone(),
+        node: None,
+    }];
+    let addr = free_port();
+    let mut server = spawn_server(&addr, &path);
+    let commit = if mode == "delayed" {
+        CommitMode::Delayed
+    } else {
+        CommitMode::Sync
+    };
+    let c = Client::connect(&ClientConfig {
+        mds: addr.clone(),
+        data: devs.clone(),
+        commit,
+        delayed: Default::default(),
+        subdir: None,
+    })
+    .unwrap();
+    // Writes files; a file counts once its fsync returned Ok. Calls fail while
+    // the server is down; the workload goes on with the next file.
+    let mut synced = Vec::new();
+    let mut failed = 0;
+    let mut i = 0u64;
+    let mut step = |c: &Client, synced: &mut Vec<u64>, failed: &mut u64| {
+        let r = (|| -> mnemofs::Result<()> {
+            let ino = c
+                .create(ROOT_INO, format!("f{i}").as_bytes(), 0o644, 0, 0)?
+                .ino;
+            let bytes = content(i);
+            let mut off = 0;
+            for piece in bytes.chunks(3000 + (i as usize % 5) * 1111) {
+                c.write(ino, off, piece)?;
+                off += piece.len() as u64;
+            }
+            c.fsync(ino)?;
+            let _ = c.release(ino);
+            Ok(())
+        })();
+        match r {
+            Ok(()) => synced.push(i),
+            Err(_) => *failed += 1,
+        }
+        i += 1;
+    };
+    let t0 = Instant::now();
+    while t0.elapsed() < kill_after {
+        step(&c, &mut synced, &mut failed);
+    }
+    server.kill().unwrap(); // SIGKILL, mid-workload
+    server.wait().unwrap();
+    let before = synced.len();
+    // A few calls while it is down, then it comes back (recovery at mount).
+    for _ in 0..3 {
+        step(&c, &mut synced, &mut failed);
+    }
+    let mut server = spawn_server(&addr, &path);
+    // The client goes on: a new session once the server answers again.
+    let t1 = Instant::now();
+    while synced.len() < before + 20 {
+        assert!(
+            t1.elapsed() < Duration::from_secs(30),
+            "{mode}: no progress after the restart"
+        );
+        step(&c, &mut synced, &mut failed);
+    }
+    // Every file whose fsync returned, byte for byte.
+    for &i in &synced {
+        let a = c.lookup(ROOT_INO, format!("f{i}").as_bytes()).unwrap();
+        let want = content(i);
+        assert_eq!(a.size, want.len() as u64, "{mode}: f{i} size");
+        let mut got = vec![0u8; want.len()];
+        assert_eq!(c.read(a.ino, 0, &mut got).unwrap(), want.len());
+        assert!(got == want, "{mode}: f{i} differs after the server's kill");
+    }
+    c.close().unwrap();
+    drop(server.stdin.take()); // clean shutdown
+    assert!(server.wait().unwrap().success());
+    let report = mnemofs::fsck_devices(&devs).unwrap();
+    assert!(report.is_clean(), "{mode}: {report:?}");
+    eprintln!(
+        "{mode}: server killed after {} ms; {} files fsynced ({before} before the kill), {failed} failed calls",
+        kill_after.as_millis(),
+        synced.len()
+    );
+}
+
+#[test]
+fn server_killed_with_sigkill_loses_nothing_answered() {
+    if let Ok(addr) = std::env::var("MNEMOFS_KILL_SERVER") {
+        let data = std::env::var("MNEMOFS_KILL_DATA").unwrap();
+        server_child(&addr, &data);
+        return;
+    }
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for round in 0..6 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        // After the startup grace (the first delegation waits for it).
+        let after = Duration::from_millis(500 + x % 700);
+        let mode = if round % 2 == 0 { "sync" } else { "delayed" };
+        server_round(mode, after);
+    }
+}
