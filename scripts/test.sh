@@ -2,7 +2,8 @@
 # The mnemofs test suite: setup, fmt, clippy, build, unit/integration tests,
 # the crash explorer's budget, the hostile-image fuzzer (20,000 images, and fsck on
 # 1,000), pjdfstest, fsx, and both again on a cluster client mount (pjdfstest
-# with delayed commits, fsx with each commit mode). Stops at the first failing step;
+# with delayed commits, fsx with each commit mode, two clients reading each
+# other's fsynced files). Stops at the first failing step;
 # the last line of output is "N passed, M failed" (counting steps).
 # Env: FSX_OPS (fsx operations per configuration, default 20000)
 set -euo pipefail
@@ -22,6 +23,7 @@ STEPS=(
   "env MNEMOFS_CLUSTER=1 MNEMOFS_COMMIT=delayed bash scripts/pjdfstest.sh"
   "env MNEMOFS_CLUSTER=1 MNEMOFS_COMMIT=sync bash scripts/fsx.sh"
   "env MNEMOFS_CLUSTER=1 MNEMOFS_COMMIT=delayed bash scripts/fsx.sh"
+  "bash scripts/cluster-two-clients.sh"
 )
 
 passed=0 failed=0 n=0 t0=$SECONDS

@@ -331,6 +331,9 @@ fn run_foreground(args: &MountArgs, opts: mnemofs::MountOptions) -> CliResult<()
             })
             .map_err(|e| fs_error(data, &e))?;
             cfg.fsname = format!("mnemofs-client:{mds}");
+            // Another client's writes do not reach this kernel's page cache: every
+            // read goes to the client (docs/CLUSTER.md, "Semantics").
+            cfg.page_cache_reads = false;
             serve(client, args, &mountpoint, &cfg, &format!("client of {mds}"))
         }
         _ => Err(CliError::new("--mds needs --data").with_code(2)),

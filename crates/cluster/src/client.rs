@@ -1436,6 +1436,27 @@ impl FileSystem for Client {
         self.inner.unit(MetaReq::Fsync { ino: self.m(ino) })
     }
 
+    /// Synchronous commits: yes. Delayed commits: no (fsync and close call in).
+    fn durable_on_return(&self) -> bool {
+        self.inner.committer.is_none()
+    }
+
+    /// The error of a background commit of the file since the last fsync or
+    /// close, without waiting.
+    fn close_check(&self, ino: Ino) -> Result<()> {
+        let failed = self
+            .inner
+            .files
+            .lock()
+            .get(&self.m(ino))
+            .cloned()
+            .and_then(|fc| fc.pending.lock().error.take());
+        match failed {
+            Some(e) => Err(from_errno(e, "background commit failed".into())),
+            None => Ok(()),
+        }
+    }
+
     fn statfs(&self) -> StatFs {
         match self.inner.meta(MetaReq::Statfs) {
             Ok(MetaReply::Statfs(s)) => s,

@@ -342,3 +342,106 @@ fn server_killed_with_sigkill_loses_nothing_answered() {
         server_round(mode, after);
     }
 }
+
+#[test]
+fn client_and_server_killed_together_lose_nothing_fsynced() {
+    let mut x: u64 = 0x1234_5678_9abc_def1;
+    for round in 0..4 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let after = Duration::from_millis(x % 500);
+        let mode = if round % 2 == 0 { "sync" } else { "delayed" };
+        let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+        let path = dir.path().join("vol.img");
+        mnemofs::mkfs(
+            &path,
+            &MkfsOptions {
+                size: 256 << 20,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let devs = vec![mnemofs::DeviceSpec {
+            path: path.clone(),
+            node: None,
+        }];
+        let addr = free_port();
+        let mut server = spawn_server(&addr, &path);
+        let me = std::env::current_exe().unwrap();
+        let mut kid = Command::new(me)
+            .args([
+                "--exact",
+                "client_killed_with_sigkill_loses_nothing_fsynced",
+                "--nocapture",
+            ])
+            .env("MNEMOFS_KILL_CHILD", &addr)
+            .env("MNEMOFS_KILL_DATA", path.display().to_string())
+            .env("MNEMOFS_KILL_MODE", mode)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = kid.stdout.take().unwrap();
+        let (first_tx, first_rx) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            let mut synced = Vec::new();
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(i) = line
+                    .strip_prefix("synced ")
+                    .and_then(|s| s.parse::<u64>().ok())
+                {
+                    if synced.is_empty() {
+                        let _ = first_tx.send(());
+                    }
+                    synced.push(i);
+                }
+            }
+            synced
+        });
+        first_rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the child fsynced nothing");
+        std::thread::sleep(after);
+        // Both at once: the server first, then the client.
+        server.kill().unwrap();
+        kid.kill().unwrap();
+        server.wait().unwrap();
+        kid.wait().unwrap();
+        let synced = reader.join().unwrap();
+        let mut server = spawn_server(&addr, &path);
+        let b = Client::connect(&ClientConfig {
+            mds: addr.clone(),
+            data: devs.clone(),
+            commit: CommitMode::Sync,
+            delayed: Default::default(),
+            subdir: None,
+        })
+        .unwrap();
+        for &i in &synced {
+            let a = b.lookup(ROOT_INO, format!("f{i}").as_bytes()).unwrap();
+            let want = content(i);
+            assert_eq!(a.size, want.len() as u64, "{mode}: f{i} size");
+            let mut got = vec![0u8; want.len()];
+            assert_eq!(b.read(a.ino, 0, &mut got).unwrap(), want.len());
+            assert!(got == want, "{mode}: f{i} differs after both were killed");
+        }
+        // The volume is usable: a file written now reads back.
+        let f = b.create(ROOT_INO, b"after", 0o644, 0, 0).unwrap().ino;
+        b.write(f, 0, &content(7)).unwrap();
+        let mut got = vec![0u8; content(7).len()];
+        b.read(f, 0, &mut got).unwrap();
+        assert_eq!(got, content(7));
+        b.close().unwrap();
+        drop(server.stdin.take());
+        assert!(server.wait().unwrap().success());
+        let report = mnemofs::fsck_devices(&devs).unwrap();
+        assert!(report.is_clean(), "{mode}: {report:?}");
+        eprintln!(
+            "{mode}: both killed {} ms after the first fsync, {} fsynced files checked",
+            after.as_millis(),
+            synced.len()
+        );
+    }
+}

@@ -565,11 +565,18 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
     fn flush(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         _fh: FileHandle,
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
+        if !self.fs.durable_on_return() {
+            // Background work (delayed commits): close(2) reports its errors.
+            return match self.fs.close_check(ino.0) {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(errno(&e)),
+            };
+        }
         // Nothing is buffered: every completed write is durable. ENOSYS tells the
         // kernel so once: it then stops sending FLUSH on close (one round trip less
         // per close; close still succeeds).
@@ -592,11 +599,18 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
     fn fsync(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         _fh: FileHandle,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        if !self.fs.durable_on_return() {
+            // Writes may still be on their way (delayed commits): fsync waits.
+            return match self.fs.fsync(ino.0) {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(errno(&e)),
+            };
+        }
         // Every write this daemon answered is durable (the engine persists before
         // it returns; with the page cache the kernel sends dirty pages as WRITEs
         // before FSYNC). ENOSYS tells the kernel: it records that this file system
@@ -662,11 +676,17 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
     fn fsyncdir(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         _fh: FileHandle,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        if !self.fs.durable_on_return() {
+            return match self.fs.fsync(ino.0) {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(errno(&e)),
+            };
+        }
         // As fsync: every namespace change is durable when answered.
         reply.error(Errno::ENOSYS);
     }

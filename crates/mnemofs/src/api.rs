@@ -225,6 +225,24 @@ pub trait FileSystem: Send + Sync {
 
     // ------------------------------------------------------------ whole mount --
 
+    /// Whether every call that returned `Ok` is already durable (the local engine,
+    /// a cluster client with synchronous commits). A frontend may then answer
+    /// fsync and close without calling in (the FUSE adapter tells the kernel to stop
+    /// sending FSYNC and FLUSH). `false` (a cluster client with delayed commits):
+    /// the frontend passes fsync to [`fsync`](Self::fsync) and close to
+    /// [`close_check`](Self::close_check).
+    fn durable_on_return(&self) -> bool {
+        true
+    }
+
+    /// At every close(2) of `ino` (FUSE FLUSH), for an implementation whose calls
+    /// are not durable on return: the error of background work on the file since
+    /// the last `fsync` or close, if any (it is then cleared). Need not wait.
+    fn close_check(&self, ino: Ino) -> Result<()> {
+        let _ = ino;
+        Ok(())
+    }
+
     /// Space and inode totals for `statfs(2)`.
     fn statfs(&self) -> StatFs;
 
