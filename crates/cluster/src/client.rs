@@ -167,6 +167,9 @@ struct SessionInfo {
     chunk: u64,
     /// Writes into delegated space stop at this instant unless a renewal moves it.
     deadline: Instant,
+    /// The last commit batch's number in this session (one lock with the id, so
+    /// a batch never carries one session's id and another's number).
+    seq: u64,
 }
 
 pub(crate) struct Inner {
@@ -178,7 +181,6 @@ pub(crate) struct Inner {
     session: RwLock<SessionInfo>,
     pool: Mutex<Pools>,
     pub files: Mutex<HashMap<Ino, Arc<FileCache>>>,
-    seq: Mutex<u64>,
     pub c: Counters,
     /// Delayed commit's queue and threads (`None`: synchronous commits).
     pub committer: Option<Committer>,
@@ -293,10 +295,10 @@ impl Client {
                 lease: Duration::ZERO,
                 chunk: 0,
                 deadline: Instant::now(),
+                seq: 0,
             }),
             pool: Mutex::new(Pools::default()),
             files: Mutex::new(HashMap::new()),
-            seq: Mutex::new(0),
             c: Counters::default(),
             committer: (cfg.commit == CommitMode::Delayed).then(|| Committer::new(cfg.delayed)),
             created: Mutex::new(HashMap::new()),
@@ -499,6 +501,11 @@ impl Inner {
         Ok(())
     }
 
+    /// The session's client id now.
+    pub(crate) fn session_client(&self) -> u64 {
+        self.session.read().client
+    }
+
     /// Delayed commit: the size counts this client's own writes not yet
     /// committed. A reply smaller than they reach while none is pending or in
     /// flight was either made before their commit applied, or the file was cut
@@ -614,11 +621,12 @@ impl Inner {
                 LayoutReply::Err(e, m) => return Err(from_errno(e, m)),
             };
             let mut w = fc.layout.write();
-            if fc.gen.load(Ordering::Acquire) == gen {
-                *w = Some(l.clone());
+            if fc.gen.load(Ordering::Acquire) != gen {
+                // A recall came while the reply was on its way: the blocks it names
+                // may be freed already. Ask again.
+                continue;
             }
-            // Used once even if a recall came meanwhile: the server answered after
-            // the recall's commit (its file lock orders them), so it is current.
+            *w = Some(l.clone());
             let have = l.first + l.blocks.len() as u64;
             if l.first <= pg0 && (pg1 < have || have >= l.size.div_ceil(BLOCK)) {
                 return Ok(f(&l));
@@ -629,7 +637,8 @@ impl Inner {
 
     /// Drops the cached layout of `ino`.
     pub(crate) fn invalidate(self: &Arc<Self>, ino: Ino) {
-        if let Some(fc) = self.files.lock().get(&ino).cloned() {
+        let fc = self.files.lock().get(&ino).cloned();
+        if let Some(fc) = fc {
             let mut w = fc.layout.write();
             fc.gen.fetch_add(1, Ordering::AcqRel);
             *w = None;
@@ -640,7 +649,7 @@ impl Inner {
     /// standby one (which becomes active while the emptied one is refilled in the
     /// background), else (both dry) from a delegation waited for; a write larger
     /// than a chunk asks the server for its own.
-    fn take_blocks(self: &Arc<Self>, n: u64) -> Result<Vec<Run>> {
+    fn take_blocks(self: &Arc<Self>, n: u64) -> Result<(u64, Vec<Run>)> {
         for _ in 0..4 {
             let s = *self.session.read();
             if Instant::now() >= s.deadline {
@@ -651,7 +660,7 @@ impl Inner {
             if n <= s.chunk {
                 let mut p = self.pool.lock();
                 if let Some(r) = take_from(&mut p.active, n) {
-                    return Ok(r);
+                    return Ok((s.client, r));
                 }
                 if blocks_in(&p.standby) >= n {
                     let p = &mut *p;
@@ -664,7 +673,7 @@ impl Inner {
                             .spawn(async move { me.refill(s.client, s.chunk).await });
                     }
                     if let Some(r) = r {
-                        return Ok(r);
+                        return Ok((s.client, r));
                     }
                 }
             }
@@ -674,7 +683,7 @@ impl Inner {
                     // Its own delegation: all of it for this write.
                     let mut q: VecDeque<Run> = runs.drain(..).collect();
                     if let Some(r) = take_from(&mut q, n) {
-                        return Ok(r);
+                        return Ok((s.client, r));
                     }
                 }
                 Some(runs) => {
@@ -729,12 +738,6 @@ impl Inner {
         let pg0 = off / BLOCK;
         let pg1 = (off + buf.len() as u64 - 1) / BLOCK;
         let fc = self.file(ino);
-        // Held across the copy: an overlay block is ours until its commit is
-        // answered, and the answer is applied under this lock.
-        let p = fc.pending.lock();
-        // (A size of our own counts only while writes are uncommitted: answered
-        // ones are in the layout's size.)
-        let own = (!p.overlay.is_empty() || !p.extents.is_empty() || p.inflight > 0).then_some(&*p);
         let vol = &self.vol;
         let len = vol.len();
         let copy = |block: u64, at: u64, dst: &mut [u8]| {
@@ -744,15 +747,24 @@ impl Inner {
                     // SAFETY: a committed block is never written in place (page
                     // CoW), and the server frees it only after recalling the layout
                     // that named it, which waits for this read (we hold the
-                    // layout's read lock); an uncommitted block of ours is written
-                    // only by our own writes of the file, which hold `pending`
-                    // while they publish it, as we do while reading it.
+                    // layout's lock; a layout fetched across a recall is not used);
+                    // an uncommitted block of ours is written only before it is
+                    // published in the overlay, or by `remerge`, both under
+                    // `pending`, which we hold while reading it.
                     unsafe { vol.read(s, dst) }
                 }
                 _ => dst.fill(0),
             }
         };
+        // Lock order: the layout's lock (taken by `with_layout`), then `pending`
+        // (held for the copy: an overlay block is ours until its commit is
+        // answered, and the answer is applied under it); no call is made under it.
         self.with_layout(ino, pg0, pg1, |l| {
+            let p = fc.pending.lock();
+            // (A size of our own counts only while writes are uncommitted:
+            // answered ones are in the layout's size.)
+            let own =
+                (!p.overlay.is_empty() || !p.extents.is_empty() || p.inflight > 0).then_some(&*p);
             let size = l.size.max(own.map_or(0, |p| p.end));
             if off >= size {
                 return 0;
@@ -804,7 +816,7 @@ impl Inner {
         let first = off / BLOCK;
         let last = (end - 1) / BLOCK;
         let npages = last - first + 1;
-        let runs = self.take_blocks(npages)?;
+        let (owner, runs) = self.take_blocks(npages)?;
         let head_partial = !off.is_multiple_of(BLOCK) || end < (first + 1) * BLOCK;
         let tail_partial = last != first && !end.is_multiple_of(BLOCK);
         let fc = self.file(ino);
@@ -872,7 +884,7 @@ impl Inner {
                         }
                     }
                     p.end = p.end.max(end);
-                    p.extents.push((c, parts));
+                    p.extents.push((c, parts, owner));
                     p.since.get_or_insert_with(Instant::now);
                     !std::mem::replace(&mut p.queued, true)
                 };
@@ -881,7 +893,7 @@ impl Inner {
                 }
                 return Ok(data.len());
             }
-            let (r, _) = self.send_commit(vec![c], Vec::new())?;
+            let (r, _) = self.send_commit(owner, vec![c], Vec::new())?;
             match r.first().copied().unwrap_or(libc::EIO) {
                 0 => return Ok(data.len()),
                 libc::EAGAIN => {
@@ -925,9 +937,13 @@ impl Inner {
                     "delegated block {ours} is outside the volume"
                 )));
             };
+            // Readers of our overlay read this block under `pending`: so is it
+            // rewritten (no call is made under it).
+            let fc = self.file(ino);
+            let _p = fc.pending.lock();
             let mut mine = vec![0u8; (hi - lo) as usize];
             // SAFETY: our uncommitted block: only this file's commit path (we are
-            // it, the file's batch is in our hands) writes it.
+            // it, the file's batch is in our hands) writes it, under `pending`.
             unsafe { vol.read(dst + lo, &mut mine) };
             match cur
                 .checked_mul(BLOCK)
@@ -1004,17 +1020,22 @@ impl Inner {
 
     /// Sends one batch of commits and returns each one's errno (0: applied) and
     /// the server's load.
+    /// `owner`: the session the blocks were delegated to; a commit of another
+    /// session's blocks is never sent (that space may be someone else's now).
     pub(crate) fn send_commit(
         self: &Arc<Self>,
+        owner: u64,
         commits: Vec<ExtentCommit>,
         after: Vec<MetaReq>,
     ) -> Result<(Vec<i32>, u32)> {
-        let client = self.session.read().client;
         let n = commits.len() as u64;
-        let seq = {
-            let mut s = self.seq.lock();
-            *s += 1;
-            *s
+        let (client, seq) = {
+            let mut s = self.session.write();
+            if s.client != owner {
+                return Err(FsError::Io(std::io::Error::from_raw_os_error(libc::ESTALE)));
+            }
+            s.seq += 1;
+            (s.client, s.seq)
         };
         let batch = CommitBatch {
             client,
@@ -1060,10 +1081,11 @@ impl Inner {
                 lease,
                 chunk: s.chunk_blocks.max(1),
                 deadline: sent + lease - lease / 8,
+                seq: 0,
             };
             *me.pool.lock() = Pools::default();
-            *me.seq.lock() = 0;
-            for fc in me.files.lock().values() {
+            let files: Vec<Arc<FileCache>> = me.files.lock().values().cloned().collect();
+            for fc in files {
                 let mut w = fc.layout.write();
                 fc.gen.fetch_add(1, Ordering::AcqRel);
                 *w = None;
@@ -1085,7 +1107,12 @@ impl Inner {
                     _ = stop.changed() => break,
                     m = stream.message() => match m {
                         Ok(Some(r)) => w.on_recall(client, r).await,
-                        _ => break,
+                        _ => {
+                            // Recalls can no longer reach us: this session may not
+                            // read or write any more; the next call opens another.
+                            w.drop_session(client);
+                            break;
+                        }
                     },
                 }
             }
@@ -1102,12 +1129,35 @@ impl Inner {
                     break;
                 }
                 if Inner::renew(&r).await.is_err() {
-                    // Left to the next call: it opens a new session.
+                    // The server may have ended the session (and will free its
+                    // space a lease later): stop using it now; the next call opens
+                    // another.
+                    r.drop_session(client);
                     break;
                 }
             }
         });
         Ok(())
+    }
+
+    /// Stops using session `client` (if it is still the current one): no more
+    /// writes into its space, no cached layout; the next call opens a new one.
+    fn drop_session(&self, client: u64) {
+        {
+            let mut s = self.session.write();
+            if s.client != client {
+                return;
+            }
+            s.client = 0;
+            s.deadline = Instant::now();
+        }
+        *self.pool.lock() = Pools::default();
+        let files: Vec<Arc<FileCache>> = self.files.lock().values().cloned().collect();
+        for fc in files {
+            let mut w = fc.layout.write();
+            fc.gen.fetch_add(1, Ordering::AcqRel);
+            *w = None;
+        }
     }
 
     /// Renews the lease; an error when the session is gone.
@@ -1141,7 +1191,8 @@ impl Inner {
     /// A recall: drop the layout once no read of it is in flight, then answer.
     async fn on_recall(&self, client: u64, r: Recall) {
         self.c.recalls.fetch_add(1, Ordering::Relaxed);
-        if let Some(fc) = self.files.lock().get(&r.ino).cloned() {
+        let fc = self.files.lock().get(&r.ino).cloned();
+        if let Some(fc) = fc {
             let mut w = fc.layout.write();
             fc.gen.fetch_add(1, Ordering::AcqRel);
             *w = None;
@@ -1384,13 +1435,11 @@ impl FileSystem for Client {
     /// Does not wait for the file's commits (as in the paper); returns the error
     /// of one that failed since the last `fsync` or `release`.
     fn release(&self, ino: Ino) -> Result<()> {
-        let failed = self
-            .inner
-            .files
-            .lock()
-            .get(&ino)
-            .cloned()
-            .and_then(|fc| fc.pending.lock().error.take());
+        // (The table's lock is let go before the file's: a reader takes them the
+        // other way round.) Not cleared: FUSE drops a RELEASE's error, so the next
+        // fsync or close(2) reports it too.
+        let fc = self.inner.files.lock().get(&ino).cloned();
+        let failed = fc.and_then(|fc| fc.pending.lock().error);
         self.inner.unpin(MetaReq::Release { ino: self.m(ino) })?;
         match failed {
             Some(e) => Err(from_errno(e, "background commit failed".into())),
@@ -1444,13 +1493,8 @@ impl FileSystem for Client {
     /// The error of a background commit of the file since the last fsync or
     /// close, without waiting.
     fn close_check(&self, ino: Ino) -> Result<()> {
-        let failed = self
-            .inner
-            .files
-            .lock()
-            .get(&self.m(ino))
-            .cloned()
-            .and_then(|fc| fc.pending.lock().error.take());
+        let fc = self.inner.files.lock().get(&self.m(ino)).cloned();
+        let failed = fc.and_then(|fc| fc.pending.lock().error.take());
         match failed {
             Some(e) => Err(from_errno(e, "background commit failed".into())),
             None => Ok(()),

@@ -62,7 +62,8 @@ pub(crate) type Part = (u64, u64, u64);
 pub(crate) struct Pending {
     /// Extents in write order, with each one's partial pages `(page, lo, hi)` (the
     /// bytes it wrote there) for merging again on a conflict.
-    pub extents: Vec<(ExtentCommit, Vec<Part>)>,
+    /// The third member is the session the extent's blocks were delegated to.
+    pub extents: Vec<(ExtentCommit, Vec<Part>, u64)>,
     /// Page → block of the newest uncommitted copy (reads look here first).
     pub overlay: BTreeMap<u64, u64>,
     /// End of the furthest uncommitted write.
@@ -193,11 +194,17 @@ impl Inner {
     /// Queues file `ino` (its pending extents) for a background commit; waits
     /// while the queue is full. The caller holds no lock of the file.
     pub(crate) fn enqueue(self: &Arc<Self>, ino: u64) {
+        self.enqueue_with(ino, true);
+    }
+
+    /// `wait`: a writer waits while the queue is full; a commit thread putting a
+    /// file back never does (all of them waiting would leave none to drain it).
+    fn enqueue_with(self: &Arc<Self>, ino: u64, wait: bool) {
         let Some(cm) = self.committer.as_ref() else {
             return;
         };
         let mut q = cm.queue.lock();
-        while q.len() >= cm.cfg.max_queue && !cm.stop.load(Ordering::Acquire) {
+        while wait && q.len() >= cm.cfg.max_queue && !cm.stop.load(Ordering::Acquire) {
             cm.cv.wait_for(&mut q, Duration::from_millis(50));
         }
         q.push_back(ino);
@@ -340,6 +347,7 @@ impl Inner {
         let mut files: Vec<(u64, Arc<FileCache>, usize, Option<Instant>)> = Vec::new();
         let mut commits = Vec::new();
         let mut parts = Vec::new();
+        let mut owners = Vec::new();
         for &ino in inos {
             let fc = self.file(ino);
             let mut p = fc.pending.lock();
@@ -351,9 +359,10 @@ impl Inner {
             let since = p.since.take();
             let ex = std::mem::take(&mut p.extents);
             let n = ex.len();
-            for (c, pr) in ex {
+            for (c, pr, o) in ex {
                 commits.push(c);
                 parts.push(pr);
+                owners.push(o);
             }
             drop(p);
             files.push((ino, fc, n, since));
@@ -364,11 +373,27 @@ impl Inner {
         }
         let t0 = Instant::now();
         let sent = commits.clone();
-        let results = self.send_commit(commits, after);
+        // Only extents in this session's blocks are sent: blocks of an ended
+        // session may be another client's by now (ESTALE, reported by fsync).
+        let cur = self.session_client();
+        let mut results = vec![libc::ESTALE; sent.len()];
+        let mine: Vec<usize> = (0..sent.len()).filter(|&k| owners[k] == cur).collect();
+        let batch: Vec<ExtentCommit> = mine.iter().map(|&k| commits[k].clone()).collect();
+        let sent_ok = self.send_commit(cur, batch, after);
         let rtt = t0.elapsed().as_nanos() as u64;
-        let (results, busy) = match results {
-            Ok((r, busy)) => (r, busy),
-            Err(e) => (vec![e.errno(); sent.len()], 0),
+        let busy = match sent_ok {
+            Ok((r, busy)) => {
+                for (j, &k) in mine.iter().enumerate() {
+                    results[k] = r.get(j).copied().unwrap_or(libc::EIO);
+                }
+                busy
+            }
+            Err(e) => {
+                for &k in &mine {
+                    results[k] = e.errno();
+                }
+                0
+            }
         };
         if let Some(cm) = self.committer.as_ref() {
             cm.batches.fetch_add(1, Ordering::Relaxed);
@@ -387,7 +412,7 @@ impl Inner {
                     let c = &sent[k];
                     let r = results.get(k).copied().unwrap_or(libc::EIO);
                     if r == libc::EAGAIN {
-                        again.push((c.clone(), parts[k].clone()));
+                        again.push((c.clone(), parts[k].clone(), owners[k]));
                         continue;
                     }
                     if r != 0 && p.error.is_none() {
@@ -417,9 +442,9 @@ impl Inner {
                     .fetch_add(again.len() as u64, Ordering::Relaxed);
                 self.invalidate(ino);
                 let mut fixed = Vec::new();
-                for (mut c, pr) in again {
+                for (mut c, pr, o) in again {
                     match self.remerge(ino, &mut c, &pr) {
-                        Ok(()) => fixed.push((c, pr)),
+                        Ok(()) => fixed.push((c, pr, o)),
                         Err(e) => {
                             let mut p = fc.pending.lock();
                             p.error.get_or_insert(e.errno());
@@ -450,7 +475,7 @@ impl Inner {
             };
             fc.done.notify_all();
             if requeue {
-                self.enqueue(ino);
+                self.enqueue_with(ino, false);
             }
         }
         if let Some(cm) = self.committer.as_ref() {

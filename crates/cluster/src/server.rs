@@ -91,10 +91,15 @@ struct Inner {
     /// write into the space it held until its lease runs out.
     grace_until: Instant,
     next_client: AtomicU64,
+    /// Keys of the hash that makes session ids.
+    ids: std::hash::RandomState,
     next_recall: AtomicU64,
     sessions: Mutex<HashMap<u64, Sess>>,
     files: Mutex<HashMap<Ino, Arc<tokio::sync::Mutex<FileState>>>>,
-    pending: Mutex<HashMap<u64, oneshot::Sender<()>>>,
+    /// Recalls awaiting an answer: id → (client, waiter).
+    pending: Mutex<HashMap<u64, (u64, oneshot::Sender<()>)>>,
+    /// Expired sessions' delegations waiting out the lease before they are freed.
+    limbo: Mutex<HashMap<u64, Vec<(u64, u64)>>>,
     /// Requests (namespace, layout, commit) being served now.
     serving: AtomicU64,
     stats: ServerStats,
@@ -183,13 +188,35 @@ impl Inner {
 
     /// Ends a session: its undelegated pool back to free space, its pins dropped,
     /// its layouts forgotten.
-    fn expire(&self, client: u64) {
+    ///
+    /// The pool goes back only a full lease later (`later`): the client may have
+    /// renewed just before, and writes into it until its lease runs out. At
+    /// shutdown it goes back at once (no client can commit into it any more, and a
+    /// restarted server delegates nothing during its grace).
+    fn expire_with(self: &Arc<Self>, client: u64, later: bool) {
         let Some(s) = self.sessions.lock().remove(&client) else {
             return;
         };
         let runs: Vec<(u64, u64)> = s.pool.into_iter().collect();
         let blocks: u64 = runs.iter().map(|r| r.1).sum();
-        self.fs.reclaim_delegated(&runs);
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) if later && !runs.is_empty() => {
+                // Held in limbo for a lease (shutdown gives back what is still
+                // there).
+                let key = self.next_recall.fetch_add(1, Ordering::Relaxed);
+                self.limbo.lock().insert(key, runs);
+                let me = self.clone();
+                let lease = self.cfg.lease;
+                h.spawn(async move {
+                    tokio::time::sleep(lease).await;
+                    let runs = me.limbo.lock().remove(&key);
+                    if let Some(runs) = runs {
+                        me.fs.reclaim_delegated(&runs);
+                    }
+                });
+            }
+            _ => self.fs.reclaim_delegated(&runs),
+        }
         for (&ino, &n) in &s.opens {
             for _ in 0..n {
                 let _ = self.fs.release(ino);
@@ -205,30 +232,38 @@ impl Inner {
         // Holder sets name the client until the next recall of each file skips it.
     }
 
+    /// Ends a session whose client went quiet (see `expire_with`).
+    fn expire(self: &Arc<Self>, client: u64) {
+        self.expire_with(client, true);
+    }
+
     /// Recalls the layout of `ino` from every holder — the caller too: another
     /// thread of it may be reading through the layout — waiting for each to answer
     /// (a holder that does not within its lease is expired: it can no longer read
     /// or write). Called with the file's lock held.
-    async fn recall(&self, st: &mut FileState, ino: Ino) {
-        let holders: Vec<u64> = st.holders.drain().collect();
+    ///
+    /// A holder leaves the set only once it answered or was expired, so a call
+    /// cut off meanwhile (its client gone: the handler runs in a task of its own
+    /// anyway) leaves the rest to the next recall.
+    async fn recall(self: &Arc<Self>, st: &mut FileState, ino: Ino) {
+        let holders: Vec<u64> = st.holders.iter().copied().collect();
         let mut waits = Vec::new();
         for c in holders {
-            let tx = {
-                let mut ss = self.sessions.lock();
-                match ss.get_mut(&c) {
-                    Some(s) => {
-                        s.holds.remove(&ino);
-                        s.watch.clone()
-                    }
-                    None => continue,
+            let tx = match self.sessions.lock().get(&c) {
+                Some(s) => s.watch.clone(),
+                None => {
+                    st.holders.remove(&c);
+                    continue;
                 }
             };
             let id = self.next_recall.fetch_add(1, Ordering::Relaxed);
             let (otx, orx) = oneshot::channel();
-            self.pending.lock().insert(id, otx);
+            self.pending.lock().insert(id, (c, otx));
             self.stats.recalls.fetch_add(1, Ordering::Relaxed);
+            // Never waits for a full stream: a client that does not drain its
+            // recalls is treated as one that does not answer.
             let sent = match tx {
-                Some(tx) => tx.send(Ok(Recall { ino, id })).await.is_ok(),
+                Some(tx) => tx.try_send(Ok(Recall { ino, id })).is_ok(),
                 None => false,
             };
             waits.push((c, id, sent, orx));
@@ -240,11 +275,15 @@ impl Inner {
             if !answered {
                 self.expire(c);
             }
+            st.holders.remove(&c);
+            if let Some(s) = self.sessions.lock().get_mut(&c) {
+                s.holds.remove(&ino);
+            }
         }
     }
 
     /// A namespace call on behalf of `client`.
-    async fn meta(&self, client: u64, req: MetaReq) -> MetaReply {
+    async fn meta(self: &Arc<Self>, client: u64, req: MetaReq) -> MetaReply {
         let fs = &self.fs;
         // Calls that may free or cut a file's blocks recall its layouts first.
         let victim = match &req {
@@ -254,6 +293,12 @@ impl Inner {
             MetaReq::Rename {
                 newparent, newname, ..
             } => fs.lookup(*newparent, newname).ok().map(|a| a.ino),
+            // Dropping the last pin of an unlinked file frees it.
+            MetaReq::Release { ino } | MetaReq::Forget { ino, .. }
+                if fs.getattr(*ino).is_ok_and(|a| a.nlink == 0) =>
+            {
+                Some(*ino)
+            }
             _ => None,
         };
         let file = victim.map(|i| (i, self.file(i)));
@@ -275,6 +320,13 @@ impl Inner {
         let bytes = |r: mnemofs::Result<Vec<u8>>| match r {
             Ok(b) => MetaReply::Bytes(b),
             Err(e) => MetaReply::Err(errno_of(&e).0, errno_of(&e).1),
+        };
+        let held = |map: fn(&mut Sess) -> &mut HashMap<Ino, u64>, ino: Ino| -> u64 {
+            self.sessions
+                .lock()
+                .get_mut(&client)
+                .and_then(|s| map(s).get(&ino).copied())
+                .unwrap_or(0)
         };
         let pin = |map: fn(&mut Sess) -> &mut HashMap<Ino, u64>, ino: Ino, add: i64| {
             if let Some(s) = self.sessions.lock().get_mut(&client) {
@@ -381,6 +433,10 @@ impl Inner {
                 unit(r)
             }
             MetaReq::Release { ino } => {
+                // Only a pin this session holds.
+                if held(|s| &mut s.opens, ino) == 0 {
+                    return MetaReply::Err(libc::EINVAL, "no open of this session".into());
+                }
                 pin(|s| &mut s.opens, ino, -1);
                 unit(fs.release(ino))
             }
@@ -390,6 +446,7 @@ impl Inner {
                 MetaReply::Unit
             }
             MetaReq::Forget { ino, n } => {
+                let n = n.min(held(|s| &mut s.remembers, ino));
                 fs.forget(ino, n);
                 pin(|s| &mut s.remembers, ino, -(n.min(i64::MAX as u64) as i64));
                 MetaReply::Unit
@@ -422,8 +479,20 @@ impl Inner {
 
     async fn delegate(&self, r: DelegateReq) -> Result<DelegateReply, Status> {
         self.alive(r.client)?;
-        tokio::time::sleep_until(self.grace_until.into()).await;
-        let want = r.blocks.clamp(1, self.cfg.chunk_blocks.saturating_mul(64));
+        let cap = self.cfg.chunk_blocks.saturating_mul(64);
+        let want = r.blocks.clamp(1, cap);
+        // A session holds at most 64 chunks of unused delegation.
+        let held: u64 = self
+            .sessions
+            .lock()
+            .get(&r.client)
+            .map_or(0, |s| s.pool.values().sum());
+        if held.saturating_add(want) > cap {
+            return Ok(DelegateReply::Err(
+                libc::EDQUOT,
+                format!("a session holds at most {cap} delegated blocks"),
+            ));
+        }
         let runs = match self.fs.delegate(want) {
             Ok(runs) => runs,
             Err(e) => return Ok(DelegateReply::Err(e.errno(), e.to_string())),
@@ -445,7 +514,7 @@ impl Inner {
         }
     }
 
-    async fn commit(&self, b: CommitBatch) -> Result<CommitReply, Status> {
+    async fn commit(self: &Arc<Self>, b: CommitBatch) -> Result<CommitReply, Status> {
         self.stats.batches.fetch_add(1, Ordering::Relaxed);
         let lock = {
             let mut ss = self.sessions.lock();
@@ -478,8 +547,19 @@ impl Inner {
         // being served now (this one included).
         let busy = self.serving.load(Ordering::Relaxed);
         let mut results = Vec::with_capacity(b.commits.len());
+        // A file whose commit must be merged again (EAGAIN) has none of its later
+        // commits of this batch applied either: they reach the server in order.
+        let mut again = HashSet::new();
         for c in &b.commits {
-            results.push(self.commit_one(b.client, c).await);
+            let r = if again.contains(&c.ino) {
+                libc::EAGAIN
+            } else {
+                self.commit_one(b.client, c).await
+            };
+            if r == libc::EAGAIN {
+                again.insert(c.ino);
+            }
+            results.push(r);
         }
         for req in &b.after {
             if matches!(req, MetaReq::Release { .. } | MetaReq::Forget { .. }) {
@@ -499,7 +579,7 @@ impl Inner {
         Ok(reply)
     }
 
-    async fn commit_one(&self, client: u64, c: &ExtentCommit) -> i32 {
+    async fn commit_one(self: &Arc<Self>, client: u64, c: &ExtentCommit) -> i32 {
         let f = self.file(c.ino);
         let mut st = f.lock().await;
         // The blocks must be this session's delegated, uncommitted space.
@@ -558,9 +638,20 @@ impl Mds for Service {
                 "the client's data devices are not this server's volume",
             ));
         }
-        let n = self.0.next_client.fetch_add(1, Ordering::Relaxed);
-        let client = (self.0.instance << 24) | (n & 0xff_ffff);
-        self.0.sessions.lock().insert(
+        // No session before the grace is over: a client of the previous instance
+        // may write into space it held until its lease runs out, and every
+        // allocation (a create's log page too) could hand that space out.
+        tokio::time::sleep_until(self.0.grace_until.into()).await;
+        let mut ss = self.0.sessions.lock();
+        // An id no one can guess (the process's random hasher keys), never reused.
+        let client = loop {
+            let n = self.0.next_client.fetch_add(1, Ordering::Relaxed);
+            let c = std::hash::BuildHasher::hash_one(&self.0.ids, n) | 1;
+            if !ss.contains_key(&c) {
+                break c;
+            }
+        };
+        ss.insert(
             client,
             Sess {
                 last_heard: Instant::now(),
@@ -573,6 +664,7 @@ impl Mds for Service {
                 commit_lock: Arc::default(),
             },
         );
+        drop(ss);
         Ok(Response::new(Session {
             client,
             lease_ms: self.0.cfg.lease.as_millis() as u64,
@@ -587,7 +679,8 @@ impl Mds for Service {
     }
 
     async fn bye(&self, req: Request<SessionRef>) -> Result<Response<LeaseReply>, Status> {
-        self.0.expire(req.into_inner().client);
+        // The client stopped writing before it said goodbye.
+        self.0.expire_with(req.into_inner().client, false);
         Ok(Response::new(LeaseReply { ok: true }))
     }
 
@@ -595,7 +688,13 @@ impl Mds for Service {
         let _busy = Busy::new(&self.0.serving);
         let c = req.into_inner();
         self.0.alive(c.client)?;
-        Ok(Response::new(self.0.meta(c.client, c.req).await))
+        // In a task of its own: a client that disconnects does not cut a call
+        // (and its recall) in the middle.
+        let me = self.0.clone();
+        tokio::spawn(async move { me.meta(c.client, c.req).await })
+            .await
+            .map(Response::new)
+            .map_err(|e| Status::internal(format!("namespace call: {e}")))
     }
 
     async fn layout(&self, req: Request<LayoutReq>) -> Result<Response<LayoutReply>, Status> {
@@ -609,14 +708,25 @@ impl Mds for Service {
 
     async fn commit(&self, req: Request<CommitBatch>) -> Result<Response<CommitReply>, Status> {
         let _busy = Busy::new(&self.0.serving);
-        self.0.commit(req.into_inner()).await.map(Response::new)
+        // In a task of its own: a batch is applied whole even if its client
+        // disconnects meanwhile (its resend is then answered from `applied`).
+        let me = self.0.clone();
+        let b = req.into_inner();
+        tokio::spawn(async move { me.commit(b).await })
+            .await
+            .map_err(|e| Status::internal(format!("commit: {e}")))?
+            .map(Response::new)
     }
 
     async fn recalled(&self, req: Request<RecallAck>) -> Result<Response<LeaseReply>, Status> {
         let a = req.into_inner();
         let ok = self.0.alive(a.client).is_ok();
-        if let Some(tx) = self.0.pending.lock().remove(&a.id) {
-            let _ = tx.send(());
+        // Only the recalled client answers its recall.
+        let mut p = self.0.pending.lock();
+        if p.get(&a.id).is_some_and(|(c, _)| *c == a.client) {
+            if let Some((_, tx)) = p.remove(&a.id) {
+                let _ = tx.send(());
+            }
         }
         Ok(Response::new(LeaseReply { ok }))
     }
@@ -658,11 +768,13 @@ impl MdsHandle {
             instance: (now_nanos() >> 10) & 0xff_ffff_ffff,
             grace_until: Instant::now() + cfg.lease + cfg.lease / 4,
             next_client: AtomicU64::new(1),
+            ids: std::hash::RandomState::new(),
             next_recall: AtomicU64::new(1),
             sessions: Mutex::new(HashMap::new()),
             files: Mutex::new(HashMap::new()),
             pending: Mutex::new(HashMap::new()),
             serving: AtomicU64::new(0),
+            limbo: Mutex::new(HashMap::new()),
             stats: ServerStats::default(),
         });
         let (stop, stopped) = oneshot::channel::<()>();
@@ -753,7 +865,11 @@ impl MdsHandle {
         }
         let clients: Vec<u64> = inner.sessions.lock().keys().copied().collect();
         for c in clients {
-            inner.expire(c);
+            inner.expire_with(c, false);
+        }
+        let limbo: Vec<Vec<(u64, u64)>> = inner.limbo.lock().drain().map(|(_, r)| r).collect();
+        for runs in limbo {
+            inner.fs.reclaim_delegated(&runs);
         }
         // The runtime and its tasks are gone with the thread: this is the last
         // reference.
