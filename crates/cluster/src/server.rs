@@ -337,6 +337,14 @@ impl Inner {
                 }
             }
         };
+        // A create that asked for it comes pinned for its client.
+        let pin_new = |r: &mnemofs::Result<mnemofs::Attr>, wanted: bool| {
+            if let (Ok(a), true) = (r, wanted) {
+                if fs.open(a.ino).is_ok() {
+                    pin(|s| &mut s.opens, a.ino, 1);
+                }
+            }
+        };
         match req {
             MetaReq::Lookup { parent, name } => attr(fs.lookup(parent, &name)),
             MetaReq::Getattr { ino } => attr(fs.getattr(ino)),
@@ -350,11 +358,7 @@ impl Inner {
                 pin: p,
             } => {
                 let r = fs.create(parent, &name, mode, uid, gid);
-                if let (Ok(a), true) = (&r, p) {
-                    if fs.open(a.ino).is_ok() {
-                        pin(|s| &mut s.opens, a.ino, 1);
-                    }
-                }
+                pin_new(&r, p);
                 attr(r)
             }
             MetaReq::Mkdir {
@@ -379,11 +383,7 @@ impl Inner {
                 pin: p,
             } => {
                 let r = fs.create_node(parent, &name, &node);
-                if let (Ok(a), true) = (&r, p) {
-                    if fs.open(a.ino).is_ok() {
-                        pin(|s| &mut s.opens, a.ino, 1);
-                    }
-                }
+                pin_new(&r, p);
                 attr(r)
             }
             MetaReq::Symlink {

@@ -60,9 +60,9 @@ fn child(addr: &str, data: &str, mode: &str) {
     }
 }
 
-fn run_round(mode: &str, kill_after: Duration) {
-    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
-    let path = dir.path().join("vol.img");
+/// A fresh 256 MiB volume in `dir`: its image and its device list.
+fn fresh_volume(dir: &std::path::Path) -> (std::path::PathBuf, Vec<mnemofs::DeviceSpec>) {
+    let path = dir.join("vol.img");
     mnemofs::mkfs(
         &path,
         &MkfsOptions {
@@ -75,12 +75,30 @@ fn run_round(mode: &str, kill_after: Duration) {
         path: path.clone(),
         node: None,
     }];
-    let fs = mnemofs::mount_devices(&devs, &mds_mount_options()).unwrap();
-    let cfg = MdsConfig {
-        lease: Duration::from_millis(300),
-        chunk_blocks: 64,
-    };
-    let mds = MdsHandle::start(fs, "127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+    (path, devs)
+}
+
+/// A client of `addr` in this process.
+fn client_of(addr: &str, devs: &[mnemofs::DeviceSpec], commit: CommitMode) -> Client {
+    Client::connect(&ClientConfig {
+        mds: addr.to_string(),
+        data: devs.to_vec(),
+        commit,
+        delayed: Default::default(),
+        subdir: None,
+    })
+    .unwrap()
+}
+
+/// The writer child (`child`) against `addr`; returns it and a thread that
+/// collects the files it reports fsynced, once the first one is (the kill point
+/// counts from there: the server's startup grace and the child's start are not
+/// part of the workload).
+fn writer_child(
+    addr: &str,
+    path: &std::path::Path,
+    mode: &str,
+) -> (std::process::Child, std::thread::JoinHandle<Vec<u64>>) {
     let me = std::env::current_exe().unwrap();
     let mut kid = Command::new(me)
         .args([
@@ -88,7 +106,7 @@ fn run_round(mode: &str, kill_after: Duration) {
             "client_killed_with_sigkill_loses_nothing_fsynced",
             "--nocapture",
         ])
-        .env("MNEMOFS_KILL_CHILD", mds.addr().to_string())
+        .env("MNEMOFS_KILL_CHILD", addr)
         .env("MNEMOFS_KILL_DATA", path.display().to_string())
         .env("MNEMOFS_KILL_MODE", mode)
         .stdout(Stdio::piped())
@@ -113,11 +131,48 @@ fn run_round(mode: &str, kill_after: Duration) {
         }
         synced
     });
-    // The kill point counts from the first fsync (the server's startup grace and
-    // the child's start are not part of the workload).
     first_rx
         .recv_timeout(Duration::from_secs(20))
         .expect("the child fsynced nothing");
+    (kid, reader)
+}
+
+/// Every file of `synced`, byte for byte, through `c`.
+fn check_synced(c: &Client, synced: &[u64], what: &str) {
+    for &i in synced {
+        let a = c.lookup(ROOT_INO, format!("f{i}").as_bytes()).unwrap();
+        let want = content(i);
+        assert_eq!(a.size, want.len() as u64, "{what}: f{i} size");
+        let mut got = vec![0u8; want.len()];
+        assert_eq!(c.read(a.ino, 0, &mut got).unwrap(), want.len());
+        assert!(got == want, "{what}: f{i} differs");
+    }
+}
+
+/// Seeded kill points: `n` delays of `base + (0..spread)` ms, modes alternating.
+fn kill_points(seed: u64, n: usize, base: u64, spread: u64) -> Vec<(&'static str, Duration)> {
+    let mut x = seed;
+    (0..n)
+        .map(|round| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let mode = if round % 2 == 0 { "sync" } else { "delayed" };
+            (mode, Duration::from_millis(base + x % spread))
+        })
+        .collect()
+}
+
+fn run_round(mode: &str, kill_after: Duration) {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let (path, devs) = fresh_volume(dir.path());
+    let fs = mnemofs::mount_devices(&devs, &mds_mount_options()).unwrap();
+    let cfg = MdsConfig {
+        lease: Duration::from_millis(300),
+        chunk_blocks: 64,
+    };
+    let mds = MdsHandle::start(fs, "127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+    let (mut kid, reader) = writer_child(&mds.addr().to_string(), &path, mode);
     std::thread::sleep(kill_after);
     kid.kill().unwrap(); // SIGKILL
     kid.wait().unwrap();
@@ -132,22 +187,8 @@ fn run_round(mode: &str, kill_after: Duration) {
         std::thread::sleep(Duration::from_millis(20));
     }
     // Every fsynced file, byte for byte, through another client.
-    let b = Client::connect(&ClientConfig {
-        mds: mds.addr().to_string(),
-        data: devs.clone(),
-        commit: CommitMode::Sync,
-        delayed: Default::default(),
-        subdir: None,
-    })
-    .unwrap();
-    for &i in &synced {
-        let a = b.lookup(ROOT_INO, format!("f{i}").as_bytes()).unwrap();
-        let want = content(i);
-        assert_eq!(a.size, want.len() as u64, "{mode}: f{i} size");
-        let mut got = vec![0u8; want.len()];
-        assert_eq!(b.read(a.ino, 0, &mut got).unwrap(), want.len());
-        assert!(got == want, "{mode}: f{i} differs after the kill");
-    }
+    let b = client_of(&mds.addr().to_string(), &devs, CommitMode::Sync);
+    check_synced(&b, &synced, &format!("{mode}, client killed"));
     b.close().unwrap();
     mds.shutdown().unwrap();
     // Clean: nothing owned twice, no block leaked (the saved free list checked).
@@ -169,13 +210,7 @@ fn client_killed_with_sigkill_loses_nothing_fsynced() {
         return;
     }
     // Kill points from a fixed seed: reproducible, spread over the workload.
-    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-    for round in 0..8 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let after = Duration::from_millis(x % 700);
-        let mode = if round % 2 == 0 { "sync" } else { "delayed" };
+    for (mode, after) in kill_points(0x2545_f491_4f6c_dd1d, 8, 0, 700) {
         run_round(mode, after);
     }
 }
@@ -228,19 +263,7 @@ fn free_port() -> String {
 
 fn server_round(mode: &str, kill_after: Duration) {
     let dir = tempfile::tempdir_in("/dev/shm").unwrap();
-    let path = dir.path().join("vol.img");
-    mnemofs::mkfs(
-        &path,
-        &MkfsOptions {
-            size: 256 << 20,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let devs = vec![mnemofs::DeviceSpec {
-        path: path.clone(),
-        node: None,
-    }];
+    let (path, devs) = fresh_volume(dir.path());
     let addr = free_port();
     let mut server = spawn_server(&addr, &path);
     let commit = if mode == "delayed" {
@@ -248,14 +271,7 @@ fn server_round(mode: &str, kill_after: Duration) {
     } else {
         CommitMode::Sync
     };
-    let c = Client::connect(&ClientConfig {
-        mds: addr.clone(),
-        data: devs.clone(),
-        commit,
-        delayed: Default::default(),
-        subdir: None,
-    })
-    .unwrap();
+    let c = client_of(&addr, &devs, commit);
     // Writes files; a file counts once its fsync returned Ok. Calls fail while
     // the server is down; the workload goes on with the next file.
     let mut synced = Vec::new();
@@ -304,14 +320,7 @@ fn server_round(mode: &str, kill_after: Duration) {
         step(&c, &mut synced, &mut failed);
     }
     // Every file whose fsync returned, byte for byte.
-    for &i in &synced {
-        let a = c.lookup(ROOT_INO, format!("f{i}").as_bytes()).unwrap();
-        let want = content(i);
-        assert_eq!(a.size, want.len() as u64, "{mode}: f{i} size");
-        let mut got = vec![0u8; want.len()];
-        assert_eq!(c.read(a.ino, 0, &mut got).unwrap(), want.len());
-        assert!(got == want, "{mode}: f{i} differs after the server's kill");
-    }
+    check_synced(&c, &synced, &format!("{mode}, server killed"));
     c.close().unwrap();
     drop(server.stdin.take()); // clean shutdown
     assert!(server.wait().unwrap().success());
@@ -331,78 +340,20 @@ fn server_killed_with_sigkill_loses_nothing_answered() {
         server_child(&addr, &data);
         return;
     }
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    for round in 0..6 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        // After the startup grace (the first delegation waits for it).
-        let after = Duration::from_millis(500 + x % 700);
-        let mode = if round % 2 == 0 { "sync" } else { "delayed" };
+    // After the startup grace (the first session waits for it).
+    for (mode, after) in kill_points(0x9e37_79b9_7f4a_7c15, 6, 500, 700) {
         server_round(mode, after);
     }
 }
 
 #[test]
 fn client_and_server_killed_together_lose_nothing_fsynced() {
-    let mut x: u64 = 0x1234_5678_9abc_def1;
-    for round in 0..4 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let after = Duration::from_millis(x % 500);
-        let mode = if round % 2 == 0 { "sync" } else { "delayed" };
+    for (mode, after) in kill_points(0x1234_5678_9abc_def1, 4, 0, 500) {
         let dir = tempfile::tempdir_in("/dev/shm").unwrap();
-        let path = dir.path().join("vol.img");
-        mnemofs::mkfs(
-            &path,
-            &MkfsOptions {
-                size: 256 << 20,
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        let devs = vec![mnemofs::DeviceSpec {
-            path: path.clone(),
-            node: None,
-        }];
+        let (path, devs) = fresh_volume(dir.path());
         let addr = free_port();
         let mut server = spawn_server(&addr, &path);
-        let me = std::env::current_exe().unwrap();
-        let mut kid = Command::new(me)
-            .args([
-                "--exact",
-                "client_killed_with_sigkill_loses_nothing_fsynced",
-                "--nocapture",
-            ])
-            .env("MNEMOFS_KILL_CHILD", &addr)
-            .env("MNEMOFS_KILL_DATA", path.display().to_string())
-            .env("MNEMOFS_KILL_MODE", mode)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = kid.stdout.take().unwrap();
-        let (first_tx, first_rx) = std::sync::mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            let mut synced = Vec::new();
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Some(i) = line
-                    .strip_prefix("synced ")
-                    .and_then(|s| s.parse::<u64>().ok())
-                {
-                    if synced.is_empty() {
-                        let _ = first_tx.send(());
-                    }
-                    synced.push(i);
-                }
-            }
-            synced
-        });
-        first_rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("the child fsynced nothing");
+        let (mut kid, reader) = writer_child(&addr, &path, mode);
         std::thread::sleep(after);
         // Both at once: the server first, then the client.
         server.kill().unwrap();
@@ -411,22 +362,8 @@ fn client_and_server_killed_together_lose_nothing_fsynced() {
         kid.wait().unwrap();
         let synced = reader.join().unwrap();
         let mut server = spawn_server(&addr, &path);
-        let b = Client::connect(&ClientConfig {
-            mds: addr.clone(),
-            data: devs.clone(),
-            commit: CommitMode::Sync,
-            delayed: Default::default(),
-            subdir: None,
-        })
-        .unwrap();
-        for &i in &synced {
-            let a = b.lookup(ROOT_INO, format!("f{i}").as_bytes()).unwrap();
-            let want = content(i);
-            assert_eq!(a.size, want.len() as u64, "{mode}: f{i} size");
-            let mut got = vec![0u8; want.len()];
-            assert_eq!(b.read(a.ino, 0, &mut got).unwrap(), want.len());
-            assert!(got == want, "{mode}: f{i} differs after both were killed");
-        }
+        let b = client_of(&addr, &devs, CommitMode::Sync);
+        check_synced(&b, &synced, &format!("{mode}, both killed"));
         // The volume is usable: a file written now reads back.
         let f = b.create(ROOT_INO, b"after", 0o644, 0, 0).unwrap().ino;
         b.write(f, 0, &content(7)).unwrap();
