@@ -127,6 +127,16 @@ pub(crate) struct FileCache {
     pub done: Condvar,
 }
 
+impl FileCache {
+    /// Drops the cached layout, once no read through it is in flight (the write
+    /// lock waits for them); a layout being fetched meanwhile is not installed.
+    fn drop_layout(&self) {
+        let mut w = self.layout.write();
+        self.gen.fetch_add(1, Ordering::AcqRel);
+        *w = None;
+    }
+}
+
 /// Delegated space: two pools used in turn (papers/delayed-commit §IV-A). The
 /// active one serves allocations; when it cannot, the standby one becomes active
 /// and the emptied one is refilled by the server in the background.
@@ -639,9 +649,7 @@ impl Inner {
     pub(crate) fn invalidate(self: &Arc<Self>, ino: Ino) {
         let fc = self.files.lock().get(&ino).cloned();
         if let Some(fc) = fc {
-            let mut w = fc.layout.write();
-            fc.gen.fetch_add(1, Ordering::AcqRel);
-            *w = None;
+            fc.drop_layout();
         }
     }
 
@@ -1083,13 +1091,7 @@ impl Inner {
                 deadline: sent + lease - lease / 8,
                 seq: 0,
             };
-            *me.pool.lock() = Pools::default();
-            let files: Vec<Arc<FileCache>> = me.files.lock().values().cloned().collect();
-            for fc in files {
-                let mut w = fc.layout.write();
-                fc.gen.fetch_add(1, Ordering::AcqRel);
-                *w = None;
-            }
+            me.forget_space_and_layouts();
         }
         // Recalls come on a stream of their own; renewals on a timer.
         let stream = rpc
@@ -1151,12 +1153,16 @@ impl Inner {
             s.client = 0;
             s.deadline = Instant::now();
         }
+        self.forget_space_and_layouts();
+    }
+
+    /// What a session change leaves behind: the old session's delegated space and
+    /// every cached layout.
+    fn forget_space_and_layouts(&self) {
         *self.pool.lock() = Pools::default();
         let files: Vec<Arc<FileCache>> = self.files.lock().values().cloned().collect();
         for fc in files {
-            let mut w = fc.layout.write();
-            fc.gen.fetch_add(1, Ordering::AcqRel);
-            *w = None;
+            fc.drop_layout();
         }
     }
 
@@ -1193,9 +1199,7 @@ impl Inner {
         self.c.recalls.fetch_add(1, Ordering::Relaxed);
         let fc = self.files.lock().get(&r.ino).cloned();
         if let Some(fc) = fc {
-            let mut w = fc.layout.write();
-            fc.gen.fetch_add(1, Ordering::AcqRel);
-            *w = None;
+            fc.drop_layout();
         }
         let mut rpc = self.rpc.clone();
         let _ = rpc.recalled(RecallAck { client, id: r.id }).await;
