@@ -1,4 +1,5 @@
-//! SVG charts (plotters, SVG backend only): grouped bars with min–max whiskers.
+//! SVG charts (plotters, SVG backend only): grouped bars with min–max whiskers, and
+//! lines over time.
 
 use crate::error::{BenchError, BenchResultT};
 use plotters::prelude::*;
@@ -121,6 +122,70 @@ pub fn grouped_bars(
     Ok(())
 }
 
+/// One line of a chart over time: its name and its points `(x, y)` in x order.
+#[derive(Clone, Debug)]
+pub struct Line {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Writes a line chart to `path` (SVG): every line over a shared x axis (time),
+/// drawn as steps (a value holds until the next point).
+pub fn lines(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    lines: &[Line],
+) -> BenchResultT<()> {
+    let pts = || lines.iter().flat_map(|l| l.points.iter());
+    let xmax = pts().map(|p| p.0).fold(0.0f64, f64::max).max(1e-9);
+    let xmin = pts().map(|p| p.0).fold(xmax, f64::min);
+    let ymax = pts().map(|p| p.1).fold(0.0f64, f64::max);
+    let ymax = if ymax > 0.0 { ymax * 1.1 } else { 1.0 };
+    let root = SVGBackend::new(path, (960, 420)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| plot_err(path, e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(56)
+        .build_cartesian_2d(xmin..xmax, 0f64..ymax)
+        .map_err(|e| plot_err(path, e))?;
+    chart
+        .configure_mesh()
+        .light_line_style(RGBColor(0xee, 0xee, 0xee))
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .draw()
+        .map_err(|e| plot_err(path, e))?;
+    for (i, l) in lines.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let mut steps = Vec::with_capacity(l.points.len() * 2);
+        for w in l.points.windows(2) {
+            steps.push(w[0]);
+            steps.push((w[1].0, w[0].1));
+        }
+        if let Some(&last) = l.points.last() {
+            steps.push(last);
+        }
+        chart
+            .draw_series(LineSeries::new(steps, color.stroke_width(1)))
+            .map_err(|e| plot_err(path, e))?
+            .label(l.name.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 14, y)], color));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| plot_err(path, e))?;
+    root.present().map_err(|e| plot_err(path, e))?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,5 +229,35 @@ mod tests {
         ] {
             assert!(svg.contains(s), "{s} missing");
         }
+    }
+
+    #[test]
+    fn draws_lines_over_time_with_their_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.svg");
+        lines(
+            &p,
+            "commit queue",
+            "s",
+            "count",
+            &[
+                Line {
+                    name: "queue length".into(),
+                    points: vec![(0.0, 1.0), (0.5, 7.0), (1.0, 2.0)],
+                },
+                Line {
+                    name: "commit threads".into(),
+                    points: vec![(0.0, 1.0), (1.0, 1.0)],
+                },
+            ],
+        )
+        .unwrap();
+        let svg = std::fs::read_to_string(&p).unwrap();
+        assert!(svg.starts_with("<svg"));
+        for s in ["commit queue", "queue length", "commit threads"] {
+            assert!(svg.contains(s), "{s} missing");
+        }
+        // Two lines drawn as polylines.
+        assert!(svg.matches("<polyline").count() >= 2, "{svg}");
     }
 }

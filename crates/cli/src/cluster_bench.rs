@@ -60,6 +60,11 @@ pub struct ClusterArgs {
     /// Print JSON lines (one per run) instead of the table
     #[arg(long)]
     pub json: bool,
+    /// Draw, for every run with delayed commits, client 0's commit queue length,
+    /// commit threads and compound degree over time (the paper's Figure 6) as an
+    /// SVG in this directory (`<workload>-<N>c-rtt<D>us-<mode>-r<round>.svg`)
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
     /// (internal) run one client of the server at ADDR and print its result
     #[arg(long = "client-of", hide = true, value_name = "ADDR")]
     pub client_of: Option<String>,
@@ -177,6 +182,10 @@ pub fn run(a: &ClusterArgs) -> CliResult<i32> {
     if a.rounds == 0 {
         return Err(CliError::new("--rounds: at least 1").with_code(2));
     }
+    if let Some(d) = &a.plot {
+        std::fs::create_dir_all(d)
+            .map_err(|e| CliError::new(format!("--plot {}: {e}", d.display())).with_code(2))?;
+    }
     let mut rows: Vec<RunOut> = Vec::new();
     for round in 1..=a.rounds {
         for &clients in &a.clients {
@@ -289,9 +298,19 @@ fn one_run(
     }
     let size =
         mnemofs_bench::workloads::image_size_for(w, &params, a.threads * clients).max(1 << 30);
-    let img = mnemofs_bench::runner::fresh_image(None, size)
-        .map_err(|e| CliError::new(format!("image: {e}")))?;
+    // As the local bench: 2 MiB pages where a private tmpfs can give them, and
+    // every page of the image allocated (zeroed by the kernel) before the server
+    // and the clients start, as a DAX device's would be.
+    let img = mnemofs_bench::runner::fresh_image_zoned(
+        None,
+        size,
+        mnemofs::format::DEFAULT_ZONE_PERCENT,
+        mnemofs::format::DEFAULT_SLOT_SIZE,
+        mnemofs_bench::ImagePages::Auto,
+    )
+    .map_err(|e| CliError::new(format!("image: {e}")))?;
     let path = img.path.clone();
+    preallocate(&path)?;
     let lease_ms = 1000u64;
     let mut mds = Command::new(&exe)
         .arg("mds")
@@ -391,6 +410,20 @@ fn one_run(
     if let Some(f) = failed {
         return Err(CliError::new(f));
     }
+    if let (Some(dir), Some(first)) = (&a.plot, outs.first()) {
+        if !first.samples.is_empty() {
+            let svg = dir.join(format!(
+                "{}-{}c-rtt{}us-{}-r{}.svg",
+                a.workload,
+                clients,
+                rtt.as_micros(),
+                mode,
+                round
+            ));
+            plot_samples(&svg, &a.workload, clients, rtt, mode, &first.samples)?;
+            note(&format!("drew {}", svg.display()));
+        }
+    }
     let (files, extents, contiguous) = layout_stats(&path, clients)?;
     drop(img);
     let ops: u64 = outs.iter().map(|o| o.ops).sum();
@@ -434,6 +467,80 @@ fn one_run(
         contiguous_pct: contiguous,
         rtt_measured_us,
     })
+}
+
+/// Client 0's commit samples `(ms, queue, threads, degree)` as three lines over
+/// time, each the largest value of every 10 ms (the samples are taken at every
+/// enqueue and check-out: too many to draw one by one).
+fn plot_samples(
+    svg: &std::path::Path,
+    workload: &str,
+    clients: usize,
+    rtt: Duration,
+    mode: &str,
+    samples: &[(f64, usize, usize, usize)],
+) -> CliResult<()> {
+    use mnemofs_bench::plot::{lines, Line};
+    const BIN_MS: f64 = 10.0;
+    let mut bins: Vec<(f64, [f64; 3])> = Vec::new();
+    for &(t, q, th, d) in samples {
+        let b = (t / BIN_MS).floor() * BIN_MS / 1e3;
+        let v = [q as f64, th as f64, d as f64];
+        match bins.last_mut() {
+            Some((bt, m)) if *bt == b => {
+                for (m, v) in m.iter_mut().zip(v) {
+                    *m = m.max(v);
+                }
+            }
+            _ => bins.push((b, v)),
+        }
+    }
+    let names = ["queue length (files)", "commit threads", "compound degree"];
+    let ls: Vec<Line> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| Line {
+            name: n.to_string(),
+            points: bins.iter().map(|(t, m)| (*t, m[i])).collect(),
+        })
+        .collect();
+    let title = format!(
+        "{workload}, {clients} clients, rtt {} us asked, {mode}: client 0, max per {BIN_MS} ms",
+        rtt.as_micros()
+    );
+    lines(
+        svg,
+        &title,
+        "seconds since the client started",
+        "count",
+        &ls,
+    )
+    .map_err(|e| CliError::new(e.to_string()))
+}
+
+/// Allocates every page of the image file (on tmpfs: zeroed pages in the page
+/// cache, which the processes then map without zeroing them on first touch).
+fn preallocate(path: &std::path::Path) -> CliResult<()> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| CliError::new(format!("{}: {e}", path.display())))?;
+    let len = f
+        .metadata()
+        .map_err(|e| CliError::new(format!("{}: {e}", path.display())))?
+        .len();
+    // SAFETY: fallocate on a descriptor we own; mode 0 only allocates, the file's
+    // contents and size are unchanged (`len` is its size).
+    let rc = unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, len as libc::off_t) };
+    if rc != 0 {
+        return Err(CliError::new(format!(
+            "{}: cannot allocate the image's pages: {}",
+            path.display(),
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok(())
 }
 
 /// Extents per file and the contiguity of each client's files, read from the
@@ -515,6 +622,8 @@ fn run_client(a: &ClusterArgs, addr: &str) -> CliResult<()> {
         subdir: a.subdir.clone(),
     })
     .map_err(|e| CliError::new(format!("client: {e}")))?;
+    // The image's pages faulted in before the run, as the local bench does.
+    client.prefault();
     let mut cfg = RunConfig::new(w);
     cfg.threads = a.threads;
     cfg.stop = Stop::Duration(a.duration);

@@ -273,7 +273,7 @@ impl Client {
     pub fn connect(cfg: &ClientConfig) -> Result<Client> {
         let (vol, _devices, uuid) = mnemofs::open_shared(&cfg.data)?;
         let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+            .worker_threads(1)
             .thread_name("mnemofs-client")
             .enable_all()
             .build()?;
@@ -407,6 +407,14 @@ impl Client {
             .as_ref()
             .map(|c| c.samples())
             .unwrap_or_default()
+    }
+
+    /// Faults the whole mapping of the shared devices in (writable), as a DAX
+    /// mapping would be: benchmarks call it so that first touches of fresh pages
+    /// (a tmpfs image's zeroing) are not measured. Contents are not changed.
+    pub fn prefault(&self) {
+        let len = self.inner.vol.len();
+        self.inner.vol.populate(0, len);
     }
 
     /// Counters of this client.

@@ -3,16 +3,19 @@
 //! issue asked for `tc netem` between network namespaces; this machine's kernel is
 //! built without `sch_netem` (CONFIG_NET_SCH_NETEM is not set, so `tc qdisc add
 //! ... netem` answers "Specified qdisc kind is unknown"), so the delay is added in
-//! user space, on loopback. Each direction of a connection has a reader thread that
-//! stamps what it reads with its due time and a writer thread that sleeps until
-//! then (timer slack set to 1 ns) and forwards it in order; bandwidth is not
-//! limited. A sleep overshoots by the scheduler's wake-up latency, so the measured
-//! round trip is somewhat above the one asked for (docs/BENCHMARKS.md gives both).
+//! user space, on loopback. One thread per connection waits (`ppoll`, timer slack
+//! 1 ns) for bytes from either side or for the next chunk's due time, stamps what it
+//! reads with its due time and forwards chunks in order when due, never blocking on
+//! a destination that has no room; bandwidth is not limited. A wake-up overshoots
+//! by the scheduler's latency, so the measured round trip is somewhat above the one
+//! asked for (docs/BENCHMARKS.md gives both). (Real-time priority for the thread was
+//! tried: it made the delay closer to the one asked for but every run slower, the
+//! proxy preempting the server and the clients on this 2-core machine.)
 
-use std::io::{Read, Write};
+use std::collections::VecDeque;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,44 +26,194 @@ pub struct DelayProxy {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// Precise sleeps: the due time is a deadline to the nanosecond, not to the
+/// default 50 µs of timer slack.
 fn precise_timers() {
     // SAFETY: PR_SET_TIMERSLACK takes a plain integer and affects only this thread.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
 }
 
-/// Forwards `src` to `dst`, each chunk `delay` after it was read.
-fn pump(mut src: TcpStream, dst: TcpStream, delay: Duration) {
-    let (tx, rx) = mpsc::channel::<(Instant, Vec<u8>)>();
-    let writer = std::thread::spawn(move || {
-        precise_timers();
-        let mut dst = dst;
-        while let Ok((due, bytes)) = rx.recv() {
-            let now = Instant::now();
-            if due > now {
-                std::thread::sleep(due - now);
-            }
-            if dst.write_all(&bytes).is_err() {
-                break;
-            }
-        }
-        let _ = dst.shutdown(Shutdown::Write);
-    });
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match src.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                if tx
-                    .send((Instant::now() + delay, buf[..n].to_vec()))
-                    .is_err()
-                {
-                    break;
+/// One direction of a connection: what was read and is not yet forwarded.
+struct Dir {
+    src: TcpStream,
+    dst: TcpStream,
+    queue: VecDeque<(Instant, Vec<u8>)>,
+    /// The source said end of stream (or failed): forward the rest, then shut the
+    /// destination's write side.
+    eof: bool,
+    done: bool,
+    /// The destination took only part of a due chunk.
+    blocked: bool,
+}
+
+impl Dir {
+    /// Reads what `src` has without waiting; false once it is at its end.
+    fn read(&mut self, delay: Duration, buf: &mut [u8]) {
+        loop {
+            // SAFETY: `buf` is valid for `buf.len()` bytes; the descriptor is open
+            // (owned by `self.src`).
+            let n = unsafe {
+                libc::recv(
+                    self.src.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            match n {
+                0 => {
+                    self.eof = true;
+                    return;
+                }
+                n if n > 0 => {
+                    let n = n as usize;
+                    self.queue
+                        .push_back((Instant::now() + delay, buf[..n].to_vec()));
+                }
+                _ => {
+                    let e = std::io::Error::last_os_error();
+                    if e.kind() != std::io::ErrorKind::WouldBlock
+                        && e.kind() != std::io::ErrorKind::Interrupted
+                    {
+                        self.eof = true;
+                    }
+                    if e.kind() != std::io::ErrorKind::Interrupted {
+                        return;
+                    }
                 }
             }
         }
     }
-    drop(tx);
-    let _ = writer.join();
+
+    /// Forwards every chunk that is due, without waiting: a chunk the destination
+    /// cannot take whole stays at the front (what was sent cut off) and `blocked` is
+    /// set, so that the wait includes the destination's room.
+    fn forward(&mut self, now: Instant) {
+        self.blocked = false;
+        while let Some((due, bytes)) = self.queue.front_mut() {
+            if *due > now {
+                break;
+            }
+            // SAFETY: `bytes` is valid for its length; the descriptor is open (owned
+            // by `self.dst`).
+            let n = unsafe {
+                libc::send(
+                    self.dst.as_raw_fd(),
+                    bytes.as_ptr().cast(),
+                    bytes.len(),
+                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                )
+            };
+            if n >= 0 {
+                let n = n as usize;
+                if n < bytes.len() {
+                    bytes.drain(..n);
+                    self.blocked = true;
+                    break;
+                }
+                self.queue.pop_front();
+                continue;
+            }
+            let e = std::io::Error::last_os_error();
+            match e.kind() {
+                std::io::ErrorKind::Interrupted => continue,
+                std::io::ErrorKind::WouldBlock => {
+                    self.blocked = true;
+                    break;
+                }
+                _ => {
+                    self.queue.clear();
+                    self.eof = true;
+                }
+            }
+        }
+        if self.eof && self.queue.is_empty() && !self.done {
+            let _ = self.dst.shutdown(Shutdown::Write);
+            self.done = true;
+        }
+    }
+}
+
+/// Relays one connection both ways, each chunk `delay` after it was read.
+fn relay(client: TcpStream, server: TcpStream, delay: Duration) -> std::io::Result<()> {
+    precise_timers();
+    let mut dirs = [
+        Dir {
+            src: client.try_clone()?,
+            dst: server.try_clone()?,
+            queue: VecDeque::new(),
+            eof: false,
+            done: false,
+            blocked: false,
+        },
+        Dir {
+            src: server,
+            dst: client,
+            queue: VecDeque::new(),
+            eof: false,
+            done: false,
+            blocked: false,
+        },
+    ];
+    let mut buf = vec![0u8; 64 * 1024];
+    while !dirs.iter().all(|d| d.done) {
+        let now = Instant::now();
+        for d in dirs.iter_mut() {
+            d.forward(now);
+        }
+        // A blocked direction waits for its destination's room, not its due time.
+        let next = dirs
+            .iter()
+            .filter(|d| !d.blocked)
+            .filter_map(|d| d.queue.front().map(|(due, _)| *due))
+            .min();
+        let mut fds: Vec<libc::pollfd> = dirs
+            .iter()
+            .map(|d| libc::pollfd {
+                fd: if d.eof { -1 } else { d.src.as_raw_fd() },
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .chain(dirs.iter().map(|d| libc::pollfd {
+                fd: if d.blocked { d.dst.as_raw_fd() } else { -1 },
+                events: libc::POLLOUT,
+                revents: 0,
+            }))
+            .collect();
+        if next.is_none() && fds.iter().all(|f| f.fd < 0) {
+            // Both sources ended and nothing is queued: the loop ends above.
+            continue;
+        }
+        let wait = next.map(|due| due.saturating_duration_since(Instant::now()));
+        let ts = wait.map(|w| libc::timespec {
+            tv_sec: w.as_secs() as libc::time_t,
+            tv_nsec: w.subsec_nanos() as libc::c_long,
+        });
+        // SAFETY: `fds` holds `fds.len()` valid pollfd entries (negative fds are
+        // ignored by ppoll); the timeout points to a live timespec or is null
+        // (wait for readiness only); no signal mask is passed.
+        let rc = unsafe {
+            libc::ppoll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                ts.as_ref().map_or(std::ptr::null(), |t| t as *const _),
+                std::ptr::null(),
+            )
+        };
+        if rc < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        for (d, f) in dirs.iter_mut().zip(&fds[..2]) {
+            if f.fd >= 0 && f.revents != 0 {
+                d.read(delay, &mut buf);
+            }
+        }
+    }
+    Ok(())
 }
 
 impl DelayProxy {
@@ -88,11 +241,9 @@ impl DelayProxy {
                     };
                     let _ = client.set_nodelay(true);
                     let _ = server.set_nodelay(true);
-                    let (Ok(c2), Ok(s2)) = (client.try_clone(), server.try_clone()) else {
-                        continue;
-                    };
-                    std::thread::spawn(move || pump(client, server, one_way));
-                    std::thread::spawn(move || pump(s2, c2, one_way));
+                    let _ = std::thread::Builder::new()
+                        .name("mnemofs-delay".into())
+                        .spawn(move || relay(client, server, one_way));
                 }
             })?;
         Ok(DelayProxy {
@@ -122,6 +273,7 @@ impl Drop for DelayProxy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
 
     #[test]
     fn bytes_arrive_whole_and_in_order() {
@@ -152,5 +304,44 @@ mod tests {
         let mut got = vec![0u8; msg.len()];
         c.read_exact(&mut got).unwrap();
         assert_eq!(got, msg);
+    }
+
+    #[test]
+    fn many_megabytes_both_ways_then_the_end_of_stream() {
+        // An echo server: more bytes than the sockets buffer are in flight both
+        // ways at once, so the proxy must forward without ever blocking on one side.
+        let echo = TcpListener::bind("127.0.0.1:0").unwrap();
+        let target = echo.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let (mut s, _) = echo.accept().unwrap();
+            let mut b = vec![0u8; 1 << 16];
+            loop {
+                match s.read(&mut b) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => s.write_all(&b[..n]).unwrap(),
+                }
+            }
+            // The client's end of stream came through: end ours.
+            s.shutdown(Shutdown::Write).unwrap();
+        });
+        let p = DelayProxy::start(
+            "127.0.0.1:0".parse().unwrap(),
+            target,
+            Duration::from_millis(1),
+        )
+        .unwrap();
+        let c = TcpStream::connect(p.addr()).unwrap();
+        let msg: Vec<u8> = (0..16u32 << 20).map(|i| (i % 253) as u8).collect();
+        let mut w = c.try_clone().unwrap();
+        let sent = msg.clone();
+        let writer = std::thread::spawn(move || {
+            w.write_all(&sent).unwrap();
+            w.shutdown(Shutdown::Write).unwrap();
+        });
+        let mut got = Vec::new();
+        (&c).read_to_end(&mut got).unwrap();
+        writer.join().unwrap();
+        assert_eq!(got.len(), msg.len());
+        assert!(got == msg, "bytes changed or reordered");
     }
 }

@@ -53,19 +53,38 @@ impl DataPlane {
         let hi = lo
             .saturating_add(n.saturating_mul(BLOCK))
             .min(MAX_FILE_SIZE);
-        let _r = inode.data.read(lo, hi.max(lo + 1));
-        if inode.index.dead() {
-            return Err(FsError::NotFound);
+        // Only the pages the file has are locked (a small file's layout asked for
+        // many pages takes a few segments, not `n`): the end follows the size read
+        // before locking, and again if the file grew meanwhile, the third time to `hi`.
+        let cap = |size: u64| {
+            hi.min(size.saturating_add(BLOCK - 1) / BLOCK * BLOCK)
+                .max(lo + 1)
+        };
+        let mut end = cap(inode.index.size());
+        let mut attempt = 0;
+        loop {
+            let _r = inode.data.read(lo, end);
+            if inode.index.dead() {
+                return Err(FsError::NotFound);
+            }
+            let size = inode.index.size();
+            if end < hi && cap(size) > end {
+                // The file grew past the locked pages while this waited.
+                end = if attempt == 1 { hi } else { cap(size) };
+                attempt += 1;
+                continue;
+            }
+            let last = size.div_ceil(BLOCK);
+            let first = page_of(lo);
+            let stop = page_of(end.min(hi).saturating_add(BLOCK - 1))
+                .min(last)
+                .max(first);
+            return Ok(Layout {
+                size,
+                first,
+                blocks: (first..stop).map(|pg| inode.index.get(pg)).collect(),
+            });
         }
-        let size = inode.index.size();
-        let last = size.div_ceil(BLOCK);
-        let first = page_of(lo);
-        let end = page_of(hi.saturating_add(BLOCK - 1)).min(last).max(first);
-        Ok(Layout {
-            size,
-            first,
-            blocks: (first..end).map(|pg| inode.index.get(pg)).collect(),
-        })
     }
 
     /// Commits `runs` (fresh blocks whose contents are already durable, in page
