@@ -54,6 +54,10 @@ pub struct ClusterArgs {
     /// them; default 1024); filebench workloads: the fileset
     #[arg(long, value_name = "N")]
     pub files: Option<u64>,
+    /// Delayed commits: the longest a commit thread holds files back to fill a
+    /// compound commit (mount's --commit-delay; default 2ms)
+    #[arg(long = "commit-delay", value_name = "TIME", value_parser = crate::mount::commit_delay_arg)]
+    pub commit_delay: Option<Duration>,
     /// Rounds, each running every variant once, interleaved
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub rounds: u32,
@@ -383,6 +387,10 @@ fn one_run(
         if let Some(f) = a.files {
             cmd.arg("--files").arg(f.to_string());
         }
+        if let Some(d) = a.commit_delay {
+            cmd.arg("--commit-delay")
+                .arg(format!("{}us", d.as_micros()));
+        }
         let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -618,7 +626,7 @@ fn run_client(a: &ClusterArgs, addr: &str) -> CliResult<()> {
         mds: addr.to_string(),
         data: crate::devs::parse(data)?,
         commit,
-        delayed: Default::default(),
+        delayed: crate::mount::delayed_config(a.commit_delay),
         subdir: a.subdir.clone(),
     })
     .map_err(|e| CliError::new(format!("client: {e}")))?;

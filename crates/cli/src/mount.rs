@@ -40,6 +40,11 @@ pub struct MountArgs {
     /// return; background threads send compound commits; fsync waits for them)
     #[arg(long, value_name = "MODE", default_value = "sync")]
     pub commit: String,
+    /// With --commit delayed: the longest a commit thread holds queued files back
+    /// to fill a compound commit (e.g. 500us, 2ms; default 2ms). What another
+    /// client sees lags a write by this plus the commit's round trip and queueing
+    #[arg(long = "commit-delay", value_name = "TIME", value_parser = commit_delay_arg)]
+    pub commit_delay: Option<std::time::Duration>,
     /// Serve in the foreground until unmounted (Ctrl-C unmounts); default: return
     /// once mounted and serve in the background
     #[arg(long, short)]
@@ -226,6 +231,35 @@ impl MountArgs {
     }
 }
 
+/// `--commit-delay`: 0 to 1 s, in us, ms or s.
+pub(crate) fn commit_delay_arg(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let bad = || format!("invalid --commit-delay '{s}' (examples: 500us, 2ms; at most 1s)");
+    let (num, scale) = if let Some(n) = t.strip_suffix("us") {
+        (n, 1e-6)
+    } else if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else {
+        return Err(bad());
+    };
+    let v: f64 = num.trim().parse().map_err(|_| bad())?;
+    if !v.is_finite() || v < 0.0 || v * scale > 1.0 {
+        return Err(bad());
+    }
+    Ok(std::time::Duration::from_secs_f64(v * scale))
+}
+
+/// The delayed-commit settings `--commit-delay` gives.
+pub(crate) fn delayed_config(d: Option<std::time::Duration>) -> mnemofs_cluster::DelayedConfig {
+    let mut c = mnemofs_cluster::DelayedConfig::default();
+    if let Some(d) = d {
+        c.gather = d;
+    }
+    c
+}
+
 /// The commit mode `--commit` names.
 fn commit_mode(s: &str) -> CliResult<mnemofs_cluster::CommitMode> {
     match s {
@@ -326,7 +360,7 @@ fn run_foreground(args: &MountArgs, opts: mnemofs::MountOptions) -> CliResult<()
                 mds: mds.clone(),
                 data: crate::devs::parse(data)?,
                 commit: commit_mode(&args.commit)?,
-                delayed: Default::default(),
+                delayed: delayed_config(args.commit_delay),
                 subdir: None,
             })
             .map_err(|e| fs_error(data, &e))?;
@@ -466,6 +500,10 @@ fn spawn_daemon(args: &MountArgs, image: Option<&Path>, mountpoint: &Path) -> Cl
                     .arg(crate::devs::canonical(d)?);
             }
             cmd.arg("--commit").arg(&args.commit);
+            if let Some(d) = args.commit_delay {
+                cmd.arg("--commit-delay")
+                    .arg(format!("{}us", d.as_micros()));
+            }
             cmd.arg("--").arg(mountpoint);
         }
     }
@@ -582,6 +620,23 @@ fn log_name(mountpoint: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn commit_delays_parse_with_units_and_bounds() {
+        use std::time::Duration;
+        assert_eq!(commit_delay_arg("500us"), Ok(Duration::from_micros(500)));
+        assert_eq!(commit_delay_arg("2ms"), Ok(Duration::from_millis(2)));
+        assert_eq!(commit_delay_arg("0.5s"), Ok(Duration::from_millis(500)));
+        assert_eq!(commit_delay_arg("0ms"), Ok(Duration::ZERO));
+        for bad in ["", "5", "2s", "-1ms", "nanms", "1e9us", "2 min"] {
+            assert!(commit_delay_arg(bad).is_err(), "{bad} accepted");
+        }
+        assert_eq!(delayed_config(None).gather, Duration::from_millis(2));
+        assert_eq!(
+            delayed_config(Some(Duration::from_micros(300))).gather,
+            Duration::from_micros(300)
+        );
+    }
 
     #[test]
     fn log_names() {
