@@ -92,6 +92,12 @@ struct ClientOut {
     rpcs: u64,
     commit_rpcs: u64,
     commits: u64,
+    #[serde(default)]
+    layout_rpcs: u64,
+    #[serde(default)]
+    delegations: u64,
+    #[serde(default)]
+    recalls: u64,
     batches: u64,
     batch_files: u64,
     peak_threads: u64,
@@ -114,6 +120,12 @@ struct RunOut {
     p50_us: f64,
     p99_us: f64,
     rpcs_per_op: f64,
+    /// Of those: commit RPCs, layout RPCs and delegation RPCs per operation, and
+    /// layout recalls answered per operation.
+    commit_rpcs_per_op: f64,
+    layout_rpcs_per_op: f64,
+    delegations_per_op: f64,
+    recalls_per_op: f64,
     /// Files per commit RPC (1 for synchronous commits).
     compound_degree: f64,
     peak_threads: u64,
@@ -456,6 +468,12 @@ fn one_run(
         p50_us: outs.iter().map(|o| o.p50_ns as f64).sum::<f64>() / n / 1e3,
         p99_us: outs.iter().map(|o| o.p99_ns).max().unwrap_or(0) as f64 / 1e3,
         rpcs_per_op: outs.iter().map(|o| o.rpcs).sum::<u64>() as f64 / ops.max(1) as f64,
+        commit_rpcs_per_op: commit_rpcs as f64 / ops.max(1) as f64,
+        layout_rpcs_per_op: outs.iter().map(|o| o.layout_rpcs).sum::<u64>() as f64
+            / ops.max(1) as f64,
+        delegations_per_op: outs.iter().map(|o| o.delegations).sum::<u64>() as f64
+            / ops.max(1) as f64,
+        recalls_per_op: outs.iter().map(|o| o.recalls).sum::<u64>() as f64 / ops.max(1) as f64,
         compound_degree: if batches > 0 {
             batch_files as f64 / batches as f64
         } else if commit_rpcs > 0 {
@@ -676,6 +694,9 @@ fn run_client(a: &ClusterArgs, addr: &str) -> CliResult<()> {
         rpcs: st.rpcs,
         commit_rpcs: st.commit_rpcs,
         commits: st.commits,
+        layout_rpcs: st.layout_rpcs,
+        delegations: st.delegations,
+        recalls: st.recalls,
         batches: st.batches,
         batch_files: st.batch_files,
         peak_threads: st.peak_threads,
