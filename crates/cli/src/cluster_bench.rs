@@ -66,7 +66,8 @@ pub struct ClusterArgs {
     pub json: bool,
     /// Draw, for every run with delayed commits, client 0's commit queue length,
     /// commit threads and compound degree over time (the paper's Figure 6) as an
-    /// SVG in this directory (`<workload>-<N>c-rtt<D>us-<mode>-r<round>.svg`)
+    /// SVG in this directory (`<workload>-<N>c-rtt<D>us-<mode>-r<round>.svg`; the
+    /// client keeps its first 200,000 samples)
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
     /// (internal) run one client of the server at ADDR and print its result
@@ -401,7 +402,7 @@ fn one_run(
         }
         if let Some(d) = a.commit_delay {
             cmd.arg("--commit-delay")
-                .arg(format!("{}us", d.as_micros()));
+                .arg(format!("{}us", d.as_nanos() as f64 / 1e3));
         }
         let child = cmd
             .stdin(Stdio::null())
@@ -440,8 +441,11 @@ fn one_run(
                 mode,
                 round
             ));
-            plot_samples(&svg, &a.workload, clients, rtt, mode, &first.samples)?;
-            note(&format!("drew {}", svg.display()));
+            // A chart that cannot be drawn does not cost the run's figures.
+            match plot_samples(&svg, &a.workload, clients, rtt, mode, &first.samples) {
+                Ok(()) => note(&format!("drew {}", svg.display())),
+                Err(e) => note(&format!("no chart: {e}")),
+            }
         }
     }
     let (files, extents, contiguous) = layout_stats(&path, clients)?;
@@ -497,7 +501,8 @@ fn one_run(
 
 /// Client 0's commit samples `(ms, queue, threads, degree)` as three lines over
 /// time, each the largest value of every 10 ms (the samples are taken at every
-/// enqueue and check-out: too many to draw one by one).
+/// enqueue and check-out: too many to draw one by one); where no sample falls in
+/// the next 10 ms, the line goes on at the last value sampled (nothing changed).
 fn plot_samples(
     svg: &std::path::Path,
     workload: &str,
@@ -505,33 +510,46 @@ fn plot_samples(
     rtt: Duration,
     mode: &str,
     samples: &[(f64, usize, usize, usize)],
-) -> CliResult<()> {
+) -> Result<(), String> {
     use mnemofs_bench::plot::{lines, Line};
     const BIN_MS: f64 = 10.0;
-    let mut bins: Vec<(f64, [f64; 3])> = Vec::new();
+    // Per bin: its start (s), the largest values and the last ones.
+    let mut bins: Vec<(f64, [f64; 3], [f64; 3])> = Vec::new();
     for &(t, q, th, d) in samples {
         let b = (t / BIN_MS).floor() * BIN_MS / 1e3;
         let v = [q as f64, th as f64, d as f64];
         match bins.last_mut() {
-            Some((bt, m)) if *bt == b => {
+            Some((bt, m, last)) if *bt == b => {
                 for (m, v) in m.iter_mut().zip(v) {
                     *m = m.max(v);
                 }
+                *last = v;
             }
-            _ => bins.push((b, v)),
+            _ => bins.push((b, v, v)),
         }
     }
     let names = ["queue length (files)", "commit threads", "compound degree"];
     let ls: Vec<Line> = names
         .iter()
         .enumerate()
-        .map(|(i, n)| Line {
-            name: n.to_string(),
-            points: bins.iter().map(|(t, m)| (*t, m[i])).collect(),
+        .map(|(i, n)| {
+            let mut points = Vec::with_capacity(bins.len() * 2);
+            for (k, (t, m, last)) in bins.iter().enumerate() {
+                points.push((*t, m[i]));
+                let end = t + BIN_MS / 1e3;
+                let gap = bins.get(k + 1).is_none_or(|next| next.0 > end + 1e-9);
+                if gap && last[i] != m[i] {
+                    points.push((end, last[i]));
+                }
+            }
+            Line {
+                name: n.to_string(),
+                points,
+            }
         })
         .collect();
     let title = format!(
-        "{workload}, {clients} clients, rtt {} us asked, {mode}: client 0, max per {BIN_MS} ms",
+        "{workload}, clients: {clients}, rtt asked: {} us, {mode} commits: client 0, max per {BIN_MS} ms",
         rtt.as_micros()
     );
     lines(
@@ -541,7 +559,7 @@ fn plot_samples(
         "count",
         &ls,
     )
-    .map_err(|e| CliError::new(e.to_string()))
+    .map_err(|e| e.to_string())
 }
 
 /// Allocates every page of the image file (on tmpfs: zeroed pages in the page

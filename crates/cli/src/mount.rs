@@ -502,7 +502,7 @@ fn spawn_daemon(args: &MountArgs, image: Option<&Path>, mountpoint: &Path) -> Cl
             cmd.arg("--commit").arg(&args.commit);
             if let Some(d) = args.commit_delay {
                 cmd.arg("--commit-delay")
-                    .arg(format!("{}us", d.as_micros()));
+                    .arg(format!("{}us", d.as_nanos() as f64 / 1e3));
             }
             cmd.arg("--").arg(mountpoint);
         }

@@ -44,10 +44,18 @@ struct Dir {
     done: bool,
     /// The destination took only part of a due chunk.
     blocked: bool,
+    /// Bytes in `queue`: the source is not read beyond [`MAX_QUEUED`] (the
+    /// destination's slowness reaches the sender as TCP's flow control).
+    queued: usize,
 }
 
+/// Most bytes one direction holds.
+const MAX_QUEUED: usize = 8 << 20;
+
 impl Dir {
-    /// Reads what `src` has without waiting; false once it is at its end.
+    /// Reads once what `src` has, without waiting (once per wake-up, so that a
+    /// busy direction does not hold the other's due chunks back); sets `eof` at
+    /// the end of the stream or on an error.
     fn read(&mut self, delay: Duration, buf: &mut [u8]) {
         loop {
             // SAFETY: `buf` is valid for `buf.len()` bytes; the descriptor is open
@@ -61,27 +69,23 @@ impl Dir {
                 )
             };
             match n {
-                0 => {
-                    self.eof = true;
-                    return;
-                }
+                0 => self.eof = true,
                 n if n > 0 => {
                     let n = n as usize;
+                    self.queued += n;
                     self.queue
                         .push_back((Instant::now() + delay, buf[..n].to_vec()));
                 }
                 _ => {
                     let e = std::io::Error::last_os_error();
-                    if e.kind() != std::io::ErrorKind::WouldBlock
-                        && e.kind() != std::io::ErrorKind::Interrupted
-                    {
-                        self.eof = true;
-                    }
-                    if e.kind() != std::io::ErrorKind::Interrupted {
-                        return;
+                    match e.kind() {
+                        std::io::ErrorKind::Interrupted => continue,
+                        std::io::ErrorKind::WouldBlock => {}
+                        _ => self.eof = true,
                     }
                 }
             }
+            return;
         }
     }
 
@@ -106,6 +110,7 @@ impl Dir {
             };
             if n >= 0 {
                 let n = n as usize;
+                self.queued -= n;
                 if n < bytes.len() {
                     bytes.drain(..n);
                     self.blocked = true;
@@ -123,6 +128,7 @@ impl Dir {
                 }
                 _ => {
                     self.queue.clear();
+                    self.queued = 0;
                     self.eof = true;
                 }
             }
@@ -145,6 +151,7 @@ fn relay(client: TcpStream, server: TcpStream, delay: Duration) -> std::io::Resu
             eof: false,
             done: false,
             blocked: false,
+            queued: 0,
         },
         Dir {
             src: server,
@@ -153,6 +160,7 @@ fn relay(client: TcpStream, server: TcpStream, delay: Duration) -> std::io::Resu
             eof: false,
             done: false,
             blocked: false,
+            queued: 0,
         },
     ];
     let mut buf = vec![0u8; 64 * 1024];
@@ -170,7 +178,11 @@ fn relay(client: TcpStream, server: TcpStream, delay: Duration) -> std::io::Resu
         let mut fds: Vec<libc::pollfd> = dirs
             .iter()
             .map(|d| libc::pollfd {
-                fd: if d.eof { -1 } else { d.src.as_raw_fd() },
+                fd: if d.eof || d.queued >= MAX_QUEUED {
+                    -1
+                } else {
+                    d.src.as_raw_fd()
+                },
                 events: libc::POLLIN,
                 revents: 0,
             })

@@ -32,7 +32,7 @@ pub const LAYOUT_MAX_PAGES: u64 = 1 << 16;
 impl DataPlane {
     /// The layout of pages `[first, first + n)` of a regular file (`n` capped at
     /// [`LAYOUT_MAX_PAGES`] and at the file's last page), under the shared range lock
-    /// of those pages. Only a mount without a small-write mode hands out layouts:
+    /// of the pages it describes (only those: not the pages past the end of file). Only a mount without a small-write mode hands out layouts:
     /// LAWN keeps the newest bytes of a page in its zone, where a reader of the block
     /// would not look.
     pub fn layout(&self, inode: &Arc<Inode>, first: u64, n: u64) -> Result<Layout> {
