@@ -666,8 +666,6 @@ fn run_client(a: &ClusterArgs, addr: &str) -> CliResult<()> {
         subdir: a.subdir.clone(),
     })
     .map_err(|e| CliError::new(format!("client: {e}")))?;
-    // The image's pages faulted in before the run, as the local bench does.
-    client.prefault();
     let mut cfg = RunConfig::new(w);
     cfg.threads = a.threads;
     cfg.stop = Stop::Duration(a.duration);

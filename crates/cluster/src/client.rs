@@ -409,14 +409,6 @@ impl Client {
             .unwrap_or_default()
     }
 
-    /// Faults the whole mapping of the shared devices in (writable), as a DAX
-    /// mapping would be: benchmarks call it so that first touches of fresh pages
-    /// (a tmpfs image's zeroing) are not measured. Contents are not changed.
-    pub fn prefault(&self) {
-        let len = self.inner.vol.len();
-        self.inner.vol.populate(0, len);
-    }
-
     /// Counters of this client.
     pub fn client_stats(&self) -> ClientStats {
         let c = &self.inner.c;

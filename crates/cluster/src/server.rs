@@ -96,6 +96,10 @@ struct Inner {
     next_recall: AtomicU64,
     sessions: Mutex<HashMap<u64, Sess>>,
     files: Mutex<HashMap<Ino, Arc<tokio::sync::Mutex<FileState>>>>,
+    /// Namespace changes hold their directories' stripes (by directory inode) from
+    /// looking up the file a name will stop naming until the change is made, so
+    /// that the file whose layouts were recalled is the one unlinked or replaced.
+    ns: Vec<tokio::sync::Mutex<()>>,
     /// Recalls awaiting an answer: id → (client, waiter).
     pending: Mutex<HashMap<u64, (u64, oneshot::Sender<()>)>>,
     /// Expired sessions' delegations waiting out the lease before they are freed.
@@ -118,6 +122,32 @@ pub struct ServerStats {
     pub expired: AtomicU64,
     /// Blocks given back from expired sessions' pools.
     pub reclaimed_blocks: AtomicU64,
+}
+
+/// Stripes of the namespace lock.
+const NS_STRIPES: usize = 64;
+
+/// The namespace stripe of directory `dir`.
+fn ns_stripe(dir: Ino) -> usize {
+    (dir.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % NS_STRIPES
+}
+
+/// The directories whose names `req` adds, removes or rebinds.
+fn dirs_changed(req: &MetaReq) -> Vec<Ino> {
+    match req {
+        MetaReq::Create { parent, .. }
+        | MetaReq::Mkdir { parent, .. }
+        | MetaReq::Mknod { parent, .. }
+        | MetaReq::CreateNode { parent, .. }
+        | MetaReq::Symlink { parent, .. }
+        | MetaReq::Link { parent, .. }
+        | MetaReq::Unlink { parent, .. }
+        | MetaReq::Rmdir { parent, .. } => vec![*parent],
+        MetaReq::Rename {
+            parent, newparent, ..
+        } => vec![*parent, *newparent],
+        _ => Vec::new(),
+    }
 }
 
 fn errno_of(e: &FsError) -> (i32, String) {
@@ -285,6 +315,16 @@ impl Inner {
     /// A namespace call on behalf of `client`.
     async fn meta(self: &Arc<Self>, client: u64, req: MetaReq) -> MetaReply {
         let fs = &self.fs;
+        // A change of names holds its directories' stripes (in stripe order) to its
+        // end: no other change can make a name name another file between the
+        // lookup of the file below and the change itself.
+        let mut stripes: Vec<usize> = dirs_changed(&req).into_iter().map(ns_stripe).collect();
+        stripes.sort_unstable();
+        stripes.dedup();
+        let mut _names = Vec::with_capacity(stripes.len());
+        for s in stripes {
+            _names.push(self.ns[s].lock().await);
+        }
         // Calls that may free or cut a file's blocks recall its layouts first.
         let victim = match &req {
             MetaReq::Setattr { ino, attr } if attr.size.is_some() => Some(*ino),
@@ -293,12 +333,10 @@ impl Inner {
             MetaReq::Rename {
                 newparent, newname, ..
             } => fs.lookup(*newparent, newname).ok().map(|a| a.ino),
-            // Dropping the last pin of an unlinked file frees it.
-            MetaReq::Release { ino } | MetaReq::Forget { ino, .. }
-                if fs.getattr(*ino).is_ok_and(|a| a.nlink == 0) =>
-            {
-                Some(*ino)
-            }
+            // Dropping the last pin of an unlinked file frees it (whether it is
+            // unlinked is asked under the file's lock, below: every call that
+            // takes a file's last link holds that lock).
+            MetaReq::Release { ino } | MetaReq::Forget { ino, .. } => Some(*ino),
             _ => None,
         };
         let file = victim.map(|i| (i, self.file(i)));
@@ -307,7 +345,10 @@ impl Inner {
             None => None,
         };
         if let (Some((ino, _)), Some(g)) = (&file, guard.as_mut()) {
-            self.recall(g, *ino).await;
+            let unpin = matches!(req, MetaReq::Release { .. } | MetaReq::Forget { .. });
+            if !unpin || fs.getattr(*ino).is_ok_and(|a| a.nlink == 0) {
+                self.recall(g, *ino).await;
+            }
         }
         let attr = |r: mnemofs::Result<mnemofs::Attr>| match r {
             Ok(a) => MetaReply::Attr(a),
@@ -321,27 +362,43 @@ impl Inner {
             Ok(b) => MetaReply::Bytes(b),
             Err(e) => MetaReply::Err(errno_of(&e).0, errno_of(&e).1),
         };
-        let held = |map: fn(&mut Sess) -> &mut HashMap<Ino, u64>, ino: Ino| -> u64 {
-            self.sessions
-                .lock()
-                .get_mut(&client)
-                .and_then(|s| map(s).get(&ino).copied())
-                .unwrap_or(0)
-        };
-        let pin = |map: fn(&mut Sess) -> &mut HashMap<Ino, u64>, ino: Ino, add: i64| {
-            if let Some(s) = self.sessions.lock().get_mut(&client) {
-                let e = map(s).entry(ino).or_insert(0);
-                *e = e.saturating_add_signed(add);
-                if *e == 0 {
-                    map(s).remove(&ino);
+        // Counts a pin for the session; false when the session is gone (it expired
+        // while this call ran: its pins were dropped then, so the caller drops the
+        // engine's pin it took for it, else it would never be dropped).
+        let pin = |map: fn(&mut Sess) -> &mut HashMap<Ino, u64>, ino: Ino, add: i64| -> bool {
+            match self.sessions.lock().get_mut(&client) {
+                Some(s) => {
+                    let e = map(s).entry(ino).or_insert(0);
+                    *e = e.saturating_add_signed(add);
+                    if *e == 0 {
+                        map(s).remove(&ino);
+                    }
+                    true
                 }
+                None => false,
             }
         };
+        // Takes up to `n` of the session's pins of `ino` in one step (two drops of
+        // one pin never both pass): how many it took; None when the session is gone
+        // (its pins were dropped when it expired).
+        let unpin = |map: fn(&mut Sess) -> &mut HashMap<Ino, u64>, ino: Ino, n: u64| {
+            let mut ss = self.sessions.lock();
+            let s = ss.get_mut(&client)?;
+            let have = map(s).get(&ino).copied().unwrap_or(0);
+            let took = n.min(have);
+            if have == took {
+                map(s).remove(&ino);
+            } else {
+                map(s).insert(ino, have - took);
+            }
+            Some(took)
+        };
+        let gone = || MetaReply::Err(libc::ESTALE, "session expired during the call".into());
         // A create that asked for it comes pinned for its client.
         let pin_new = |r: &mnemofs::Result<mnemofs::Attr>, wanted: bool| {
             if let (Ok(a), true) = (r, wanted) {
-                if fs.open(a.ino).is_ok() {
-                    pin(|s| &mut s.opens, a.ino, 1);
+                if fs.open(a.ino).is_ok() && !pin(|s| &mut s.opens, a.ino, 1) {
+                    let _ = fs.release(a.ino);
                 }
             }
         };
@@ -427,28 +484,33 @@ impl Inner {
             } => unit(fs.fallocate(ino, offset, len, mode)),
             MetaReq::Open { ino } => {
                 let r = fs.open(ino);
-                if r.is_ok() {
-                    pin(|s| &mut s.opens, ino, 1);
+                if r.is_ok() && !pin(|s| &mut s.opens, ino, 1) {
+                    let _ = fs.release(ino);
+                    return gone();
                 }
                 unit(r)
             }
             MetaReq::Release { ino } => {
                 // Only a pin this session holds.
-                if held(|s| &mut s.opens, ino) == 0 {
-                    return MetaReply::Err(libc::EINVAL, "no open of this session".into());
+                match unpin(|s| &mut s.opens, ino, 1) {
+                    None => gone(),
+                    Some(0) => MetaReply::Err(libc::EINVAL, "no open of this session".into()),
+                    Some(_) => unit(fs.release(ino)),
                 }
-                pin(|s| &mut s.opens, ino, -1);
-                unit(fs.release(ino))
             }
             MetaReq::Remember { ino } => {
                 fs.remember(ino);
-                pin(|s| &mut s.remembers, ino, 1);
+                if !pin(|s| &mut s.remembers, ino, 1) {
+                    fs.forget(ino, 1);
+                    return gone();
+                }
                 MetaReply::Unit
             }
             MetaReq::Forget { ino, n } => {
-                let n = n.min(held(|s| &mut s.remembers, ino));
+                let Some(n) = unpin(|s| &mut s.remembers, ino, n) else {
+                    return gone();
+                };
                 fs.forget(ino, n);
-                pin(|s| &mut s.remembers, ino, -(n.min(i64::MAX as u64) as i64));
                 MetaReply::Unit
             }
             MetaReq::Fsync { ino } => unit(fs.fsync(ino)),
@@ -772,6 +834,9 @@ impl MdsHandle {
             next_recall: AtomicU64::new(1),
             sessions: Mutex::new(HashMap::new()),
             files: Mutex::new(HashMap::new()),
+            ns: (0..NS_STRIPES)
+                .map(|_| tokio::sync::Mutex::new(()))
+                .collect(),
             pending: Mutex::new(HashMap::new()),
             serving: AtomicU64::new(0),
             limbo: Mutex::new(HashMap::new()),

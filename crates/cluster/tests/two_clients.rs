@@ -321,3 +321,56 @@ fn pins_from_create_and_deferred_releases_free_an_unlinked_file() {
     mds.shutdown().unwrap();
     assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
 }
+
+#[test]
+fn a_pin_is_dropped_once_however_many_releases_race_for_it() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let devs = volume(dir.path());
+    let fs = mnemofs::mount_devices(&devs, &mds_mount_options()).unwrap();
+    let cfg = MdsConfig {
+        lease: Duration::from_millis(1000),
+        chunk_blocks: 16,
+    };
+    let mds = MdsHandle::start(fs, "127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+    let a = std::sync::Arc::new(client(mds.addr(), &devs));
+    let b = client(mds.addr(), &devs);
+    for round in 0..20u64 {
+        let name = format!("f{round}");
+        let f = a
+            .create(ROOT_INO, name.as_bytes(), 0o644, 0, 0)
+            .unwrap()
+            .ino;
+        a.open(f).unwrap();
+        a.write(f, 0, &pattern(round, 2 * 4096)).unwrap();
+        // B holds the file open too.
+        b.open(f).unwrap();
+        // A's one pin, dropped by 8 threads at once: one of them drops it.
+        let oks: usize = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..8)
+                .map(|_| {
+                    let a = a.clone();
+                    s.spawn(move || a.release(f).is_ok())
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap() as usize).sum()
+        });
+        assert_eq!(oks, 1, "round {round}: {oks} releases of one pin succeeded");
+        // Unlinked: B's pin alone keeps it, whole.
+        a.unlink(ROOT_INO, name.as_bytes()).unwrap();
+        let mut got = vec![0u8; 2 * 4096];
+        assert_eq!(b.read(f, 0, &mut got).unwrap(), 2 * 4096, "round {round}");
+        assert_eq!(got, pattern(round, 2 * 4096), "round {round}");
+        assert!(
+            mds.fs().getattr(f).is_ok(),
+            "round {round}: freed while B has it open"
+        );
+        b.release(f).unwrap();
+    }
+    b.close().unwrap();
+    match std::sync::Arc::try_unwrap(a) {
+        Ok(a) => a.close().unwrap(),
+        Err(_) => panic!("client still shared"),
+    }
+    mds.shutdown().unwrap();
+    assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
+}
