@@ -96,10 +96,12 @@ struct Inner {
     next_recall: AtomicU64,
     sessions: Mutex<HashMap<u64, Sess>>,
     files: Mutex<HashMap<Ino, Arc<tokio::sync::Mutex<FileState>>>>,
-    /// Namespace changes hold their directories' stripes (by directory inode) from
-    /// looking up the file a name will stop naming until the change is made, so
-    /// that the file whose layouts were recalled is the one unlinked or replaced.
-    ns: Vec<tokio::sync::Mutex<()>>,
+    /// Namespace changes hold their directories' stripes (by directory inode):
+    /// an unlink or a rename exclusively, from looking up the file a name will stop
+    /// naming until the change is made, so that the file whose layouts were
+    /// recalled is the one unlinked or replaced; calls that only add names share
+    /// them (they run side by side, but not inside an unlink or a rename).
+    ns: Vec<tokio::sync::RwLock<()>>,
     /// Recalls awaiting an answer: id → (client, waiter).
     pending: Mutex<HashMap<u64, (u64, oneshot::Sender<()>)>>,
     /// Expired sessions' delegations waiting out the lease before they are freed.
@@ -316,14 +318,22 @@ impl Inner {
     async fn meta(self: &Arc<Self>, client: u64, req: MetaReq) -> MetaReply {
         let fs = &self.fs;
         // A change of names holds its directories' stripes (in stripe order) to its
-        // end: no other change can make a name name another file between the
-        // lookup of the file below and the change itself.
+        // end: nothing can make a name name another file between the lookup of the
+        // file below and the change itself.
         let mut stripes: Vec<usize> = dirs_changed(&req).into_iter().map(ns_stripe).collect();
         stripes.sort_unstable();
         stripes.dedup();
-        let mut _names = Vec::with_capacity(stripes.len());
+        let rebinds = matches!(
+            req,
+            MetaReq::Unlink { .. } | MetaReq::Rmdir { .. } | MetaReq::Rename { .. }
+        );
+        let (mut _excl, mut _shared) = (Vec::new(), Vec::new());
         for s in stripes {
-            _names.push(self.ns[s].lock().await);
+            if rebinds {
+                _excl.push(self.ns[s].write().await);
+            } else {
+                _shared.push(self.ns[s].read().await);
+            }
         }
         // Calls that may free or cut a file's blocks recall its layouts first.
         let victim = match &req {
@@ -835,7 +845,7 @@ impl MdsHandle {
             sessions: Mutex::new(HashMap::new()),
             files: Mutex::new(HashMap::new()),
             ns: (0..NS_STRIPES)
-                .map(|_| tokio::sync::Mutex::new(()))
+                .map(|_| tokio::sync::RwLock::new(()))
                 .collect(),
             pending: Mutex::new(HashMap::new()),
             serving: AtomicU64::new(0),
