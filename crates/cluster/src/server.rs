@@ -83,6 +83,13 @@ struct FileState {
     holders: HashSet<u64>,
 }
 
+/// Pins to drop: opens and remembered lookups, per file.
+#[derive(Default)]
+struct Pins {
+    opens: Vec<(Ino, u64)>,
+    remembers: Vec<(Ino, u64)>,
+}
+
 struct Inner {
     fs: Fs,
     cfg: MdsConfig,
@@ -106,6 +113,10 @@ struct Inner {
     pending: Mutex<HashMap<u64, (u64, oneshot::Sender<()>)>>,
     /// Expired sessions' delegations waiting out the lease before they are freed.
     limbo: Mutex<HashMap<u64, Vec<(u64, u64)>>>,
+    /// Expired sessions' pins (opens, remembered lookups), dropped a lease later
+    /// as their space is: the client may read through its layouts until its
+    /// lease runs out, so a file only its pin keeps is not freed before.
+    limbo_pins: Mutex<HashMap<u64, Pins>>,
     /// Requests (namespace, layout, commit) being served now.
     serving: AtomicU64,
     stats: ServerStats,
@@ -249,13 +260,28 @@ impl Inner {
             }
             _ => self.fs.reclaim_delegated(&runs),
         }
-        for (&ino, &n) in &s.opens {
-            for _ in 0..n {
-                let _ = self.fs.release(ino);
+        let pins = Pins {
+            opens: s.opens.into_iter().collect(),
+            remembers: s.remembers.into_iter().collect(),
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) if later && !(pins.opens.is_empty() && pins.remembers.is_empty()) => {
+                // In limbo for a lease, then dropped as any pin is (a file they
+                // alone kept has its layouts recalled first); shutdown drops what
+                // is still there.
+                let key = self.next_recall.fetch_add(1, Ordering::Relaxed);
+                self.limbo_pins.lock().insert(key, pins);
+                let me = self.clone();
+                let lease = self.cfg.lease;
+                h.spawn(async move {
+                    tokio::time::sleep(lease).await;
+                    let pins = me.limbo_pins.lock().remove(&key);
+                    if let Some(p) = pins {
+                        me.drop_pins(p).await;
+                    }
+                });
             }
-        }
-        for (&ino, &n) in &s.remembers {
-            self.fs.forget(ino, n);
+            _ => self.drop_pins_now(pins),
         }
         self.stats.expired.fetch_add(1, Ordering::Relaxed);
         self.stats
@@ -267,6 +293,56 @@ impl Inner {
     /// Ends a session whose client went quiet (see `expire_with`).
     fn expire(self: &Arc<Self>, client: u64) {
         self.expire_with(client, true);
+    }
+
+    /// Drops pins of no session any more, each under its file's lock, recalling
+    /// the file's layouts first where it is unlinked (the last pin frees it).
+    async fn drop_pins(self: &Arc<Self>, p: Pins) {
+        for (ino, opens, forgets) in p
+            .opens
+            .iter()
+            .map(|&(i, n)| (i, n, 0))
+            .chain(p.remembers.iter().map(|&(i, n)| (i, 0, n)))
+        {
+            let f = self.file(ino);
+            let mut g = f.lock().await;
+            if self.fs.getattr(ino).is_ok_and(|a| a.nlink == 0) {
+                self.recall(&mut g, ino).await;
+            }
+            for _ in 0..opens {
+                let _ = self.fs.release(ino);
+            }
+            if forgets > 0 {
+                self.fs.forget(ino, forgets);
+            }
+            drop(g);
+            drop(f);
+            self.forget_idle(ino);
+        }
+    }
+
+    /// `drop_pins` where no client is served any more (shutdown): no recall.
+    fn drop_pins_now(&self, p: Pins) {
+        for &(ino, n) in &p.opens {
+            for _ in 0..n {
+                let _ = self.fs.release(ino);
+            }
+        }
+        for &(ino, n) in &p.remembers {
+            self.fs.forget(ino, n);
+        }
+    }
+
+    /// Removes the lock entry of `ino` if nobody uses it and no client holds its
+    /// layout (the map would otherwise keep one per file ever released).
+    fn forget_idle(&self, ino: Ino) {
+        let mut m = self.files.lock();
+        let idle = m.get(&ino).is_some_and(|f| {
+            Arc::strong_count(f) == 1 && f.try_lock().is_ok_and(|st| st.holders.is_empty())
+        });
+        if idle {
+            m.remove(&ino);
+        }
     }
 
     /// Recalls the layout of `ino` from every holder — the caller too: another
@@ -316,6 +392,18 @@ impl Inner {
 
     /// A namespace call on behalf of `client`.
     async fn meta(self: &Arc<Self>, client: u64, req: MetaReq) -> MetaReply {
+        let unpinned = match &req {
+            MetaReq::Release { ino } | MetaReq::Forget { ino, .. } => Some(*ino),
+            _ => None,
+        };
+        let r = self.meta_call(client, req).await;
+        if let Some(ino) = unpinned {
+            self.forget_idle(ino);
+        }
+        r
+    }
+
+    async fn meta_call(self: &Arc<Self>, client: u64, req: MetaReq) -> MetaReply {
         let fs = &self.fs;
         // A change of names holds its directories' stripes (in stripe order) to its
         // end: nothing can make a name name another file between the lookup of the
@@ -495,7 +583,11 @@ impl Inner {
             MetaReq::Open { ino } => {
                 let r = fs.open(ino);
                 if r.is_ok() && !pin(|s| &mut s.opens, ino, 1) {
-                    let _ = fs.release(ino);
+                    self.drop_pins(Pins {
+                        opens: vec![(ino, 1)],
+                        ..Pins::default()
+                    })
+                    .await;
                     return gone();
                 }
                 unit(r)
@@ -511,7 +603,11 @@ impl Inner {
             MetaReq::Remember { ino } => {
                 fs.remember(ino);
                 if !pin(|s| &mut s.remembers, ino, 1) {
-                    fs.forget(ino, 1);
+                    self.drop_pins(Pins {
+                        remembers: vec![(ino, 1)],
+                        ..Pins::default()
+                    })
+                    .await;
                     return gone();
                 }
                 MetaReply::Unit
@@ -850,6 +946,7 @@ impl MdsHandle {
             pending: Mutex::new(HashMap::new()),
             serving: AtomicU64::new(0),
             limbo: Mutex::new(HashMap::new()),
+            limbo_pins: Mutex::new(HashMap::new()),
             stats: ServerStats::default(),
         });
         let (stop, stopped) = oneshot::channel::<()>();
@@ -945,6 +1042,10 @@ impl MdsHandle {
         let limbo: Vec<Vec<(u64, u64)>> = inner.limbo.lock().drain().map(|(_, r)| r).collect();
         for runs in limbo {
             inner.fs.reclaim_delegated(&runs);
+        }
+        let pins: Vec<Pins> = inner.limbo_pins.lock().drain().map(|(_, p)| p).collect();
+        for p in pins {
+            inner.drop_pins_now(p);
         }
         // The runtime and its tasks are gone with the thread: this is the last
         // reference.

@@ -374,3 +374,51 @@ fn a_pin_is_dropped_once_however_many_releases_race_for_it() {
     mds.shutdown().unwrap();
     assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
 }
+
+#[test]
+fn an_expired_sessions_pins_are_dropped_a_lease_later() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let devs = volume(dir.path());
+    let fs = mnemofs::mount_devices(&devs, &mds_mount_options()).unwrap();
+    let lease = Duration::from_millis(1500);
+    let cfg = MdsConfig {
+        lease,
+        chunk_blocks: 16,
+    };
+    let mds = MdsHandle::start(fs, "127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+    let a = client(mds.addr(), &devs);
+    let b = client(mds.addr(), &devs);
+    let f = a.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap().ino;
+    a.open(f).unwrap();
+    a.write(f, 0, &pattern(5, 2 * 4096)).unwrap();
+    a.fsync(f).unwrap();
+    // Unlinked while A holds it open: A's pin alone keeps it.
+    b.unlink(ROOT_INO, b"f").unwrap();
+    assert!(mds.fs().getattr(f).is_ok());
+    // A hangs. Its session expires; A may read through its layouts until its
+    // lease runs out, so the file stays a while (a lease), then goes.
+    a.stop_renewing();
+    let t0 = std::time::Instant::now();
+    while mds
+        .stats()
+        .expired
+        .load(std::sync::atomic::Ordering::Relaxed)
+        == 0
+    {
+        assert!(t0.elapsed() < Duration::from_secs(20), "never expired");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        mds.fs().getattr(f).is_ok(),
+        "freed at the expiry, not a lease later"
+    );
+    let t1 = std::time::Instant::now();
+    while mds.fs().getattr(f).is_ok() {
+        assert!(t1.elapsed() < Duration::from_secs(20), "never freed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(a);
+    b.close().unwrap();
+    mds.shutdown().unwrap();
+    assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
+}
