@@ -35,6 +35,29 @@ fn plot_err(path: &Path, e: impl std::fmt::Display) -> BenchError {
     BenchError::msg(format!("{}: cannot draw the chart: {e}", path.display()))
 }
 
+type Chart<'a> = ChartContext<
+    'a,
+    SVGBackend<'a>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// Draws the legend of `chart` and writes the SVG out.
+fn legend_and_present(
+    chart: &mut Chart<'_>,
+    root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    path: &Path,
+) -> BenchResultT<()> {
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| plot_err(path, e))?;
+    root.present().map_err(|e| plot_err(path, e))?;
+    Ok(())
+}
+
 /// Writes a grouped bar chart to `path` (SVG). `series` names the bars of each group
 /// in order (the legend).
 pub fn grouped_bars(
@@ -111,15 +134,7 @@ pub fn grouped_bars(
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
         chart.draw_series(whiskers).map_err(|e| plot_err(path, e))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| plot_err(path, e))?;
-    root.present().map_err(|e| plot_err(path, e))?;
-    Ok(())
+    legend_and_present(&mut chart, &root, path)
 }
 
 /// One line of a chart over time: its name and its points `(x, y)` in x order.
@@ -175,15 +190,7 @@ pub fn lines(
             .label(l.name.as_str())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 14, y)], color));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| plot_err(path, e))?;
-    root.present().map_err(|e| plot_err(path, e))?;
-    Ok(())
+    legend_and_present(&mut chart, &root, path)
 }
 
 #[cfg(test)]

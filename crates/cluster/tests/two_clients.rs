@@ -21,6 +21,39 @@ fn volume(dir: &std::path::Path) -> Vec<mnemofs::DeviceSpec> {
     vec![mnemofs::DeviceSpec { path, node: None }]
 }
 
+/// A fresh volume in a temporary directory and a server of it (`lease`,
+/// delegation chunks of `chunk_blocks`).
+fn server(
+    lease: Duration,
+    chunk_blocks: u64,
+) -> (tempfile::TempDir, Vec<mnemofs::DeviceSpec>, MdsHandle) {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let devs = volume(dir.path());
+    let fs = mnemofs::mount_devices(&devs, &mds_mount_options()).unwrap();
+    let cfg = MdsConfig {
+        lease,
+        chunk_blocks,
+    };
+    let mds = MdsHandle::start(fs, "127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+    (dir, devs, mds)
+}
+
+/// Polls `done` every `poll` until it holds; fails after 20 s ("`what`").
+fn wait_for(what: &str, poll: Duration, mut done: impl FnMut() -> bool) {
+    let t0 = std::time::Instant::now();
+    while !done() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "{what}");
+        std::thread::sleep(poll);
+    }
+}
+
+/// Sessions the server has expired so far.
+fn expired(mds: &MdsHandle) -> u64 {
+    mds.stats()
+        .expired
+        .load(std::sync::atomic::Ordering::Relaxed)
+}
+
 fn client(addr: std::net::SocketAddr, data: &[mnemofs::DeviceSpec]) -> Client {
     client_with(addr, data, CommitMode::Sync)
 }
@@ -48,14 +81,7 @@ fn pattern(seed: u64, n: usize) -> Vec<u8> {
 
 #[test]
 fn clients_see_each_others_writes() {
-    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
-    let devs = volume(dir.path());
-    let fs = mnemofs::mount_devices(&devs, &mds_mount_options()).unwrap();
-    let cfg = MdsConfig {
-        lease: Duration::from_millis(400),
-        chunk_blocks: 64,
-    };
-    let mds = MdsHandle::start(fs, "127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+    let (_dir, devs, mds) = server(Duration::from_millis(400), 64);
     let a = client(mds.addr(), &devs);
     let b = client(mds.addr(), &devs);
     assert_ne!(a.id(), b.id());
@@ -150,14 +176,7 @@ fn clients_see_each_others_writes() {
 
 #[test]
 fn an_expired_lease_gives_the_space_back() {
-    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
-    let devs = volume(dir.path());
-    let fs = mnemofs::mount_devices(&devs, &mds_mount_options()).unwrap();
-    let cfg = MdsConfig {
-        lease: Duration::from_millis(300),
-        chunk_blocks: 128,
-    };
-    let mds = MdsHandle::start(fs, "127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+    let (_dir, devs, mds) = server(Duration::from_millis(300), 128);
     let a = client(mds.addr(), &devs);
     let f = a.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap().ino;
     a.write(f, 0, &pattern(3, 8192)).unwrap();
@@ -166,19 +185,11 @@ fn an_expired_lease_gives_the_space_back() {
     assert_eq!(pool, 128 - 2, "one chunk delegated, two blocks used");
     // A hangs: no renewals. Its session expires and its unused space comes back.
     a.stop_renewing();
-    let t0 = std::time::Instant::now();
-    while mds
-        .stats()
-        .expired
-        .load(std::sync::atomic::Ordering::Relaxed)
-        == 0
-    {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "the session never expired"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for(
+        "the session never expired",
+        Duration::from_millis(50),
+        || expired(&mds) > 0,
+    );
     assert_eq!(
         mds.stats()
             .reclaimed_blocks
@@ -187,14 +198,11 @@ fn an_expired_lease_gives_the_space_back() {
     );
     // Exactly the unused delegation comes back (statfs counts delegated space as
     // used), one lease after the expiry (the client may write until its lease ends).
-    let t1 = std::time::Instant::now();
-    while mds.fs().statfs().blocks_free != free_before + pool {
-        assert!(
-            t1.elapsed() < Duration::from_secs(10),
-            "the delegation never came back"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(
+        "the delegation never came back",
+        Duration::from_millis(20),
+        || mds.fs().statfs().blocks_free == free_before + pool,
+    );
     assert_eq!(mds.fs().statfs().blocks_free, free_before + pool);
     drop(a);
     mds.shutdown().unwrap();
@@ -203,14 +211,7 @@ fn an_expired_lease_gives_the_space_back() {
 
 #[test]
 fn delayed_commits_are_read_back_ordered_and_durable_at_fsync() {
-    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
-    let devs = volume(dir.path());
-    let fs = mnemofs::mount_devices(&devs, &mds_mount_options()).unwrap();
-    let cfg = MdsConfig {
-        lease: Duration::from_millis(400),
-        chunk_blocks: 16,
-    };
-    let mds = MdsHandle::start(fs, "127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+    let (_dir, devs, mds) = server(Duration::from_millis(400), 16);
     let a = client_with(mds.addr(), &devs, CommitMode::Delayed);
     let b = client(mds.addr(), &devs);
 
@@ -281,14 +282,7 @@ fn delayed_commits_are_read_back_ordered_and_durable_at_fsync() {
 
 #[test]
 fn pins_from_create_and_deferred_releases_free_an_unlinked_file() {
-    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
-    let devs = volume(dir.path());
-    let fs = mnemofs::mount_devices(&devs, &mds_mount_options()).unwrap();
-    let cfg = MdsConfig {
-        lease: Duration::from_millis(300),
-        chunk_blocks: 16,
-    };
-    let mds = MdsHandle::start(fs, "127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+    let (_dir, devs, mds) = server(Duration::from_millis(300), 16);
     let b = client(mds.addr(), &devs);
     for mode in [CommitMode::Sync, CommitMode::Delayed] {
         let a = client_with(mds.addr(), &devs, mode);
@@ -308,14 +302,11 @@ fn pins_from_create_and_deferred_releases_free_an_unlinked_file() {
         // what is still deferred.
         a.release(f).unwrap();
         a.close().unwrap();
-        let t0 = std::time::Instant::now();
-        while mds.fs().getattr(f).is_ok() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(10),
-                "{mode:?}: never freed"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_for(
+            &format!("{mode:?}: never freed"),
+            Duration::from_millis(10),
+            || mds.fs().getattr(f).is_err(),
+        );
     }
     b.close().unwrap();
     mds.shutdown().unwrap();
@@ -324,14 +315,7 @@ fn pins_from_create_and_deferred_releases_free_an_unlinked_file() {
 
 #[test]
 fn a_pin_is_dropped_once_however_many_releases_race_for_it() {
-    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
-    let devs = volume(dir.path());
-    let fs = mnemofs::mount_devices(&devs, &mds_mount_options()).unwrap();
-    let cfg = MdsConfig {
-        lease: Duration::from_millis(1000),
-        chunk_blocks: 16,
-    };
-    let mds = MdsHandle::start(fs, "127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+    let (_dir, devs, mds) = server(Duration::from_millis(1000), 16);
     let a = std::sync::Arc::new(client(mds.addr(), &devs));
     let b = client(mds.addr(), &devs);
     for round in 0..20u64 {
@@ -377,15 +361,8 @@ fn a_pin_is_dropped_once_however_many_releases_race_for_it() {
 
 #[test]
 fn an_expired_sessions_pins_are_dropped_a_lease_later() {
-    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
-    let devs = volume(dir.path());
-    let fs = mnemofs::mount_devices(&devs, &mds_mount_options()).unwrap();
     let lease = Duration::from_millis(1500);
-    let cfg = MdsConfig {
-        lease,
-        chunk_blocks: 16,
-    };
-    let mds = MdsHandle::start(fs, "127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+    let (_dir, devs, mds) = server(lease, 16);
     let a = client(mds.addr(), &devs);
     let b = client(mds.addr(), &devs);
     let f = a.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap().ino;
@@ -398,25 +375,16 @@ fn an_expired_sessions_pins_are_dropped_a_lease_later() {
     // A hangs. Its session expires; A may read through its layouts until its
     // lease runs out, so the file stays a while (a lease), then goes.
     a.stop_renewing();
-    let t0 = std::time::Instant::now();
-    while mds
-        .stats()
-        .expired
-        .load(std::sync::atomic::Ordering::Relaxed)
-        == 0
-    {
-        assert!(t0.elapsed() < Duration::from_secs(20), "never expired");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for("never expired", Duration::from_millis(10), || {
+        expired(&mds) > 0
+    });
     assert!(
         mds.fs().getattr(f).is_ok(),
         "freed at the expiry, not a lease later"
     );
-    let t1 = std::time::Instant::now();
-    while mds.fs().getattr(f).is_ok() {
-        assert!(t1.elapsed() < Duration::from_secs(20), "never freed");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for("never freed", Duration::from_millis(20), || {
+        mds.fs().getattr(f).is_err()
+    });
     drop(a);
     b.close().unwrap();
     mds.shutdown().unwrap();
