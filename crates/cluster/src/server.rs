@@ -277,7 +277,7 @@ impl Inner {
                     tokio::time::sleep(lease).await;
                     let pins = me.limbo_pins.lock().remove(&key);
                     if let Some(p) = pins {
-                        me.drop_pins(p).await;
+                        let _ = me.drop_pins(p).await;
                     }
                 });
             }
@@ -295,9 +295,11 @@ impl Inner {
         self.expire_with(client, true);
     }
 
-    /// Drops pins of no session any more, each under its file's lock, recalling
-    /// the file's layouts first where it is unlinked (the last pin frees it).
-    async fn drop_pins(self: &Arc<Self>, p: Pins) {
+    /// Drops engine pins (taken from a session's counts already, or of no session
+    /// any more), each under its file's lock, recalling the file's layouts first
+    /// where it is unlinked (the last pin frees it); the first release's error.
+    async fn drop_pins(self: &Arc<Self>, p: Pins) -> mnemofs::Result<()> {
+        let mut first = Ok(());
         for (ino, opens, forgets) in p
             .opens
             .iter()
@@ -310,7 +312,11 @@ impl Inner {
                 self.recall(&mut g, ino).await;
             }
             for _ in 0..opens {
-                let _ = self.fs.release(ino);
+                if let Err(e) = self.fs.release(ino) {
+                    if first.is_ok() {
+                        first = Err(e);
+                    }
+                }
             }
             if forgets > 0 {
                 self.fs.forget(ino, forgets);
@@ -319,6 +325,7 @@ impl Inner {
             drop(f);
             self.forget_idle(ino);
         }
+        first
     }
 
     /// `drop_pins` where no client is served any more (shutdown): no recall.
@@ -392,12 +399,17 @@ impl Inner {
 
     /// A namespace call on behalf of `client`.
     async fn meta(self: &Arc<Self>, client: u64, req: MetaReq) -> MetaReply {
-        let unpinned = match &req {
-            MetaReq::Release { ino } | MetaReq::Forget { ino, .. } => Some(*ino),
+        // The file whose lock entry the call may leave idle.
+        let ino = match &req {
+            MetaReq::Setattr { ino, .. } | MetaReq::Fallocate { ino, .. } => Some(*ino),
+            MetaReq::Unlink { parent, name } => self.fs.lookup(*parent, name).ok().map(|a| a.ino),
+            MetaReq::Rename {
+                newparent, newname, ..
+            } => self.fs.lookup(*newparent, newname).ok().map(|a| a.ino),
             _ => None,
         };
         let r = self.meta_call(client, req).await;
-        if let Some(ino) = unpinned {
+        if let Some(ino) = ino {
             self.forget_idle(ino);
         }
         r
@@ -431,10 +443,8 @@ impl Inner {
             MetaReq::Rename {
                 newparent, newname, ..
             } => fs.lookup(*newparent, newname).ok().map(|a| a.ino),
-            // Dropping the last pin of an unlinked file frees it (whether it is
-            // unlinked is asked under the file's lock, below: every call that
-            // takes a file's last link holds that lock).
-            MetaReq::Release { ino } | MetaReq::Forget { ino, .. } => Some(*ino),
+            // (Release and Forget drop the engine's pin in `drop_pins`, under the
+            // file's lock, once the session's count says the pin is its own.)
             _ => None,
         };
         let file = victim.map(|i| (i, self.file(i)));
@@ -443,10 +453,7 @@ impl Inner {
             None => None,
         };
         if let (Some((ino, _)), Some(g)) = (&file, guard.as_mut()) {
-            let unpin = matches!(req, MetaReq::Release { .. } | MetaReq::Forget { .. });
-            if !unpin || fs.getattr(*ino).is_ok_and(|a| a.nlink == 0) {
-                self.recall(g, *ino).await;
-            }
+            self.recall(g, *ino).await;
         }
         let attr = |r: mnemofs::Result<mnemofs::Attr>| match r {
             Ok(a) => MetaReply::Attr(a),
@@ -583,11 +590,12 @@ impl Inner {
             MetaReq::Open { ino } => {
                 let r = fs.open(ino);
                 if r.is_ok() && !pin(|s| &mut s.opens, ino, 1) {
-                    self.drop_pins(Pins {
-                        opens: vec![(ino, 1)],
-                        ..Pins::default()
-                    })
-                    .await;
+                    let _ = self
+                        .drop_pins(Pins {
+                            opens: vec![(ino, 1)],
+                            ..Pins::default()
+                        })
+                        .await;
                     return gone();
                 }
                 unit(r)
@@ -597,17 +605,24 @@ impl Inner {
                 match unpin(|s| &mut s.opens, ino, 1) {
                     None => gone(),
                     Some(0) => MetaReply::Err(libc::EINVAL, "no open of this session".into()),
-                    Some(_) => unit(fs.release(ino)),
+                    Some(_) => unit(
+                        self.drop_pins(Pins {
+                            opens: vec![(ino, 1)],
+                            ..Pins::default()
+                        })
+                        .await,
+                    ),
                 }
             }
             MetaReq::Remember { ino } => {
                 fs.remember(ino);
                 if !pin(|s| &mut s.remembers, ino, 1) {
-                    self.drop_pins(Pins {
-                        remembers: vec![(ino, 1)],
-                        ..Pins::default()
-                    })
-                    .await;
+                    let _ = self
+                        .drop_pins(Pins {
+                            remembers: vec![(ino, 1)],
+                            ..Pins::default()
+                        })
+                        .await;
                     return gone();
                 }
                 MetaReply::Unit
@@ -616,7 +631,14 @@ impl Inner {
                 let Some(n) = unpin(|s| &mut s.remembers, ino, n) else {
                     return gone();
                 };
-                fs.forget(ino, n);
+                if n > 0 {
+                    let _ = self
+                        .drop_pins(Pins {
+                            remembers: vec![(ino, n)],
+                            ..Pins::default()
+                        })
+                        .await;
+                }
                 MetaReply::Unit
             }
             MetaReq::Fsync { ino } => unit(fs.fsync(ino)),
@@ -722,7 +744,9 @@ impl Inner {
             let r = if again.contains(&c.ino) {
                 libc::EAGAIN
             } else {
-                self.commit_one(b.client, c).await
+                let r = self.commit_one(b.client, c).await;
+                self.forget_idle(c.ino);
+                r
             };
             if r == libc::EAGAIN {
                 again.insert(c.ino);
@@ -1009,6 +1033,11 @@ impl MdsHandle {
     /// Its counters.
     pub fn stats(&self) -> &ServerStats {
         &self.inner.stats
+    }
+
+    /// Files it keeps a lock entry for now (in use, or with a layout held).
+    pub fn tracked_files(&self) -> usize {
+        self.inner.files.lock().len()
     }
 
     /// The engine it serves (for checks in tests).

@@ -390,3 +390,35 @@ fn an_expired_sessions_pins_are_dropped_a_lease_later() {
     mds.shutdown().unwrap();
     assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
 }
+
+#[test]
+fn the_server_forgets_files_nobody_uses() {
+    let (_dir, devs, mds) = server(Duration::from_millis(1000), 64);
+    for mode in [CommitMode::Sync, CommitMode::Delayed] {
+        let a = client_with(mds.addr(), &devs, mode);
+        for i in 0..200u64 {
+            let name = format!("{mode:?}{i}");
+            let f = a
+                .create(ROOT_INO, name.as_bytes(), 0o644, 0, 0)
+                .unwrap()
+                .ino;
+            a.open(f).unwrap();
+            a.write(f, 0, &pattern(i, 4096 + 100)).unwrap();
+            a.fsync(f).unwrap();
+            a.release(f).unwrap();
+            if i % 2 == 0 {
+                a.unlink(ROOT_INO, name.as_bytes()).unwrap();
+            }
+        }
+        a.close().unwrap();
+        // Every file was committed, released, half of them unlinked: none is in
+        // use and no layout of them is held.
+        assert!(
+            mds.tracked_files() <= 2,
+            "{mode:?}: {} files still tracked",
+            mds.tracked_files()
+        );
+    }
+    mds.shutdown().unwrap();
+    assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
+}
