@@ -83,6 +83,9 @@ struct FileState {
     holders: HashSet<u64>,
 }
 
+/// An expired session's delegated runs and pins, waiting out its lease.
+type Limbo = (Vec<(u64, u64)>, Pins);
+
 /// Pins to drop: opens and remembered lookups, per file.
 #[derive(Default)]
 struct Pins {
@@ -111,12 +114,10 @@ struct Inner {
     ns: Vec<tokio::sync::RwLock<()>>,
     /// Recalls awaiting an answer: id → (client, waiter).
     pending: Mutex<HashMap<u64, (u64, oneshot::Sender<()>)>>,
-    /// Expired sessions' delegations waiting out the lease before they are freed.
-    limbo: Mutex<HashMap<u64, Vec<(u64, u64)>>>,
-    /// Expired sessions' pins (opens, remembered lookups), dropped a lease later
-    /// as their space is: the client may read through its layouts until its
-    /// lease runs out, so a file only its pin keeps is not freed before.
-    limbo_pins: Mutex<HashMap<u64, Pins>>,
+    /// Expired sessions' delegations and pins (opens, remembered lookups) waiting
+    /// out the lease before they are freed and dropped: the client may write into
+    /// its space and read through its layouts until its lease runs out.
+    limbo: Mutex<HashMap<u64, Limbo>>,
     /// Requests (namespace, layout, commit) being served now.
     serving: AtomicU64,
     stats: ServerStats,
@@ -232,8 +233,9 @@ impl Inner {
     /// Ends a session: its undelegated pool back to free space, its pins dropped,
     /// its layouts forgotten.
     ///
-    /// The pool goes back only a full lease later (`later`): the client may have
-    /// renewed just before, and writes into it until its lease runs out. At
+    /// The pool and the pins go only a full lease later (`later`): the client may
+    /// have renewed just before, and writes into its pool and reads through its
+    /// layouts until its lease runs out. At
     /// shutdown it goes back at once (no client can commit into it any more, and a
     /// restarted server delegates nothing during its grace).
     fn expire_with(self: &Arc<Self>, client: u64, later: bool) {
@@ -242,46 +244,33 @@ impl Inner {
         };
         let runs: Vec<(u64, u64)> = s.pool.into_iter().collect();
         let blocks: u64 = runs.iter().map(|r| r.1).sum();
-        match tokio::runtime::Handle::try_current() {
-            Ok(h) if later && !runs.is_empty() => {
-                // Held in limbo for a lease (shutdown gives back what is still
-                // there).
-                let key = self.next_recall.fetch_add(1, Ordering::Relaxed);
-                self.limbo.lock().insert(key, runs);
-                let me = self.clone();
-                let lease = self.cfg.lease;
-                h.spawn(async move {
-                    tokio::time::sleep(lease).await;
-                    let runs = me.limbo.lock().remove(&key);
-                    if let Some(runs) = runs {
-                        me.fs.reclaim_delegated(&runs);
-                    }
-                });
-            }
-            _ => self.fs.reclaim_delegated(&runs),
-        }
         let pins = Pins {
             opens: s.opens.into_iter().collect(),
             remembers: s.remembers.into_iter().collect(),
         };
+        let nothing = runs.is_empty() && pins.opens.is_empty() && pins.remembers.is_empty();
         match tokio::runtime::Handle::try_current() {
-            Ok(h) if later && !(pins.opens.is_empty() && pins.remembers.is_empty()) => {
-                // In limbo for a lease, then dropped as any pin is (a file they
-                // alone kept has its layouts recalled first); shutdown drops what
-                // is still there.
+            Ok(h) if later && !nothing => {
+                // In limbo for a lease, then the space freed and the pins dropped
+                // as any pin is (a file they alone kept has its layouts recalled
+                // first); shutdown deals with what is still there.
                 let key = self.next_recall.fetch_add(1, Ordering::Relaxed);
-                self.limbo_pins.lock().insert(key, pins);
+                self.limbo.lock().insert(key, (runs, pins));
                 let me = self.clone();
                 let lease = self.cfg.lease;
                 h.spawn(async move {
                     tokio::time::sleep(lease).await;
-                    let pins = me.limbo_pins.lock().remove(&key);
-                    if let Some(p) = pins {
-                        let _ = me.drop_pins(p).await;
+                    let held = me.limbo.lock().remove(&key);
+                    if let Some((runs, pins)) = held {
+                        me.fs.reclaim_delegated(&runs);
+                        let _ = me.drop_pins(pins).await;
                     }
                 });
             }
-            _ => self.drop_pins_now(pins),
+            _ => {
+                self.fs.reclaim_delegated(&runs);
+                self.drop_pins_now(pins);
+            }
         }
         self.stats.expired.fetch_add(1, Ordering::Relaxed);
         self.stats
@@ -970,7 +959,6 @@ impl MdsHandle {
             pending: Mutex::new(HashMap::new()),
             serving: AtomicU64::new(0),
             limbo: Mutex::new(HashMap::new()),
-            limbo_pins: Mutex::new(HashMap::new()),
             stats: ServerStats::default(),
         });
         let (stop, stopped) = oneshot::channel::<()>();
@@ -1068,13 +1056,10 @@ impl MdsHandle {
         for c in clients {
             inner.expire_with(c, false);
         }
-        let limbo: Vec<Vec<(u64, u64)>> = inner.limbo.lock().drain().map(|(_, r)| r).collect();
-        for runs in limbo {
+        let limbo: Vec<_> = inner.limbo.lock().drain().map(|(_, h)| h).collect();
+        for (runs, pins) in limbo {
             inner.fs.reclaim_delegated(&runs);
-        }
-        let pins: Vec<Pins> = inner.limbo_pins.lock().drain().map(|(_, p)| p).collect();
-        for p in pins {
-            inner.drop_pins_now(p);
+            inner.drop_pins_now(pins);
         }
         // The runtime and its tasks are gone with the thread: this is the last
         // reference.
