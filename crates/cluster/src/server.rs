@@ -93,6 +93,24 @@ struct Pins {
     remembers: Vec<(Ino, u64)>,
 }
 
+impl Pins {
+    /// `n` opens of `ino`.
+    fn open(ino: Ino, n: u64) -> Pins {
+        Pins {
+            opens: vec![(ino, n)],
+            ..Pins::default()
+        }
+    }
+
+    /// `n` remembered lookups of `ino`.
+    fn remembered(ino: Ino, n: u64) -> Pins {
+        Pins {
+            remembers: vec![(ino, n)],
+            ..Pins::default()
+        }
+    }
+}
+
 struct Inner {
     fs: Fs,
     cfg: MdsConfig,
@@ -388,23 +406,16 @@ impl Inner {
 
     /// A namespace call on behalf of `client`.
     async fn meta(self: &Arc<Self>, client: u64, req: MetaReq) -> MetaReply {
-        // The file whose lock entry the call may leave idle.
-        let ino = match &req {
-            MetaReq::Setattr { ino, .. } | MetaReq::Fallocate { ino, .. } => Some(*ino),
-            MetaReq::Unlink { parent, name } => self.fs.lookup(*parent, name).ok().map(|a| a.ino),
-            MetaReq::Rename {
-                newparent, newname, ..
-            } => self.fs.lookup(*newparent, newname).ok().map(|a| a.ino),
-            _ => None,
-        };
-        let r = self.meta_call(client, req).await;
-        if let Some(ino) = ino {
+        let (r, victim) = self.meta_call(client, req).await;
+        // Its guard is gone: the entry of the file it locked may be idle now.
+        if let Some(ino) = victim {
             self.forget_idle(ino);
         }
         r
     }
 
-    async fn meta_call(self: &Arc<Self>, client: u64, req: MetaReq) -> MetaReply {
+    /// The call, and the file it locked (whose lock entry may be idle after it).
+    async fn meta_call(self: &Arc<Self>, client: u64, req: MetaReq) -> (MetaReply, Option<Ino>) {
         let fs = &self.fs;
         // A change of names holds its directories' stripes (in stripe order) to its
         // end: nothing can make a name name another file between the lookup of the
@@ -496,143 +507,127 @@ impl Inner {
                 }
             }
         };
-        match req {
-            MetaReq::Lookup { parent, name } => attr(fs.lookup(parent, &name)),
-            MetaReq::Getattr { ino } => attr(fs.getattr(ino)),
-            MetaReq::Setattr { ino, attr: a } => attr(fs.setattr(ino, &a)),
-            MetaReq::Create {
-                parent,
-                name,
-                mode,
-                uid,
-                gid,
-                pin: p,
-            } => {
-                let r = fs.create(parent, &name, mode, uid, gid);
-                pin_new(&r, p);
-                attr(r)
-            }
-            MetaReq::Mkdir {
-                parent,
-                name,
-                mode,
-                uid,
-                gid,
-            } => attr(fs.mkdir(parent, &name, mode, uid, gid)),
-            MetaReq::Mknod {
-                parent,
-                name,
-                mode,
-                rdev,
-                uid,
-                gid,
-            } => attr(fs.mknod(parent, &name, mode, rdev, uid, gid)),
-            MetaReq::CreateNode {
-                parent,
-                name,
-                node,
-                pin: p,
-            } => {
-                let r = fs.create_node(parent, &name, &node);
-                pin_new(&r, p);
-                attr(r)
-            }
-            MetaReq::Symlink {
-                parent,
-                name,
-                target,
-                uid,
-                gid,
-            } => attr(fs.symlink(parent, &name, &target, uid, gid)),
-            MetaReq::Readlink { ino } => bytes(fs.readlink(ino)),
-            MetaReq::Getxattr { ino, name } => bytes(fs.getxattr(ino, &name)),
-            MetaReq::Listxattr { ino } => bytes(fs.listxattr(ino)),
-            MetaReq::Setxattr {
-                ino,
-                name,
-                value,
-                flags,
-            } => unit(fs.setxattr(ino, &name, &value, flags)),
-            MetaReq::Removexattr { ino, name } => unit(fs.removexattr(ino, &name)),
-            MetaReq::Unlink { parent, name } => unit(fs.unlink(parent, &name)),
-            MetaReq::Rmdir { parent, name } => unit(fs.rmdir(parent, &name)),
-            MetaReq::Link { ino, parent, name } => attr(fs.link(ino, parent, &name)),
-            MetaReq::Rename {
-                parent,
-                name,
-                newparent,
-                newname,
-                flags,
-            } => unit(fs.rename(parent, &name, newparent, &newname, flags)),
-            MetaReq::Readdir { ino, offset, max } => {
-                match fs.readdir(ino, offset, max.min(4096) as usize) {
-                    Ok(d) => MetaReply::Dir(d),
-                    Err(e) => MetaReply::Err(e.errno(), e.to_string()),
+        let reply = async {
+            match req {
+                MetaReq::Lookup { parent, name } => attr(fs.lookup(parent, &name)),
+                MetaReq::Getattr { ino } => attr(fs.getattr(ino)),
+                MetaReq::Setattr { ino, attr: a } => attr(fs.setattr(ino, &a)),
+                MetaReq::Create {
+                    parent,
+                    name,
+                    mode,
+                    uid,
+                    gid,
+                    pin: p,
+                } => {
+                    let r = fs.create(parent, &name, mode, uid, gid);
+                    pin_new(&r, p);
+                    attr(r)
                 }
-            }
-            MetaReq::Fallocate {
-                ino,
-                offset,
-                len,
-                mode,
-            } => unit(fs.fallocate(ino, offset, len, mode)),
-            MetaReq::Open { ino } => {
-                let r = fs.open(ino);
-                if r.is_ok() && !pin(|s| &mut s.opens, ino, 1) {
-                    let _ = self
-                        .drop_pins(Pins {
-                            opens: vec![(ino, 1)],
-                            ..Pins::default()
-                        })
-                        .await;
-                    return gone();
+                MetaReq::Mkdir {
+                    parent,
+                    name,
+                    mode,
+                    uid,
+                    gid,
+                } => attr(fs.mkdir(parent, &name, mode, uid, gid)),
+                MetaReq::Mknod {
+                    parent,
+                    name,
+                    mode,
+                    rdev,
+                    uid,
+                    gid,
+                } => attr(fs.mknod(parent, &name, mode, rdev, uid, gid)),
+                MetaReq::CreateNode {
+                    parent,
+                    name,
+                    node,
+                    pin: p,
+                } => {
+                    let r = fs.create_node(parent, &name, &node);
+                    pin_new(&r, p);
+                    attr(r)
                 }
-                unit(r)
-            }
-            MetaReq::Release { ino } => {
-                // Only a pin this session holds.
-                match unpin(|s| &mut s.opens, ino, 1) {
-                    None => gone(),
-                    Some(0) => MetaReply::Err(libc::EINVAL, "no open of this session".into()),
-                    Some(_) => unit(
-                        self.drop_pins(Pins {
-                            opens: vec![(ino, 1)],
-                            ..Pins::default()
-                        })
-                        .await,
-                    ),
+                MetaReq::Symlink {
+                    parent,
+                    name,
+                    target,
+                    uid,
+                    gid,
+                } => attr(fs.symlink(parent, &name, &target, uid, gid)),
+                MetaReq::Readlink { ino } => bytes(fs.readlink(ino)),
+                MetaReq::Getxattr { ino, name } => bytes(fs.getxattr(ino, &name)),
+                MetaReq::Listxattr { ino } => bytes(fs.listxattr(ino)),
+                MetaReq::Setxattr {
+                    ino,
+                    name,
+                    value,
+                    flags,
+                } => unit(fs.setxattr(ino, &name, &value, flags)),
+                MetaReq::Removexattr { ino, name } => unit(fs.removexattr(ino, &name)),
+                MetaReq::Unlink { parent, name } => unit(fs.unlink(parent, &name)),
+                MetaReq::Rmdir { parent, name } => unit(fs.rmdir(parent, &name)),
+                MetaReq::Link { ino, parent, name } => attr(fs.link(ino, parent, &name)),
+                MetaReq::Rename {
+                    parent,
+                    name,
+                    newparent,
+                    newname,
+                    flags,
+                } => unit(fs.rename(parent, &name, newparent, &newname, flags)),
+                MetaReq::Readdir { ino, offset, max } => {
+                    match fs.readdir(ino, offset, max.min(4096) as usize) {
+                        Ok(d) => MetaReply::Dir(d),
+                        Err(e) => MetaReply::Err(e.errno(), e.to_string()),
+                    }
                 }
-            }
-            MetaReq::Remember { ino } => {
-                fs.remember(ino);
-                if !pin(|s| &mut s.remembers, ino, 1) {
-                    let _ = self
-                        .drop_pins(Pins {
-                            remembers: vec![(ino, 1)],
-                            ..Pins::default()
-                        })
-                        .await;
-                    return gone();
+                MetaReq::Fallocate {
+                    ino,
+                    offset,
+                    len,
+                    mode,
+                } => unit(fs.fallocate(ino, offset, len, mode)),
+                MetaReq::Open { ino } => {
+                    let r = fs.open(ino);
+                    if r.is_ok() && !pin(|s| &mut s.opens, ino, 1) {
+                        let _ = self.drop_pins(Pins::open(ino, 1)).await;
+                        return gone();
+                    }
+                    unit(r)
                 }
-                MetaReply::Unit
-            }
-            MetaReq::Forget { ino, n } => {
-                let Some(n) = unpin(|s| &mut s.remembers, ino, n) else {
-                    return gone();
-                };
-                if n > 0 {
-                    let _ = self
-                        .drop_pins(Pins {
-                            remembers: vec![(ino, n)],
-                            ..Pins::default()
-                        })
-                        .await;
+                MetaReq::Release { ino } => {
+                    // Only a pin this session holds.
+                    match unpin(|s| &mut s.opens, ino, 1) {
+                        None => gone(),
+                        Some(0) => MetaReply::Err(libc::EINVAL, "no open of this session".into()),
+                        Some(_) => unit(self.drop_pins(Pins::open(ino, 1)).await),
+                    }
                 }
-                MetaReply::Unit
+                MetaReq::Remember { ino } => {
+                    fs.remember(ino);
+                    if !pin(|s| &mut s.remembers, ino, 1) {
+                        let _ = self.drop_pins(Pins::remembered(ino, 1)).await;
+                        return gone();
+                    }
+                    MetaReply::Unit
+                }
+                MetaReq::Forget { ino, n } => {
+                    let Some(n) = unpin(|s| &mut s.remembers, ino, n) else {
+                        return gone();
+                    };
+                    if n > 0 {
+                        let _ = self.drop_pins(Pins::remembered(ino, n)).await;
+                    }
+                    MetaReply::Unit
+                }
+                MetaReq::Fsync { ino } => unit(fs.fsync(ino)),
+                MetaReq::Statfs => MetaReply::Statfs(fs.statfs()),
             }
-            MetaReq::Fsync { ino } => unit(fs.fsync(ino)),
-            MetaReq::Statfs => MetaReply::Statfs(fs.statfs()),
         }
+        .await;
+        drop(guard);
+        (reply, file.map(|(ino, _)| ino))
     }
 
     async fn layout(&self, r: LayoutReq) -> Result<LayoutReply, Status> {
