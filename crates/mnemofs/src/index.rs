@@ -18,6 +18,15 @@
 //! root whose first slot is the old root, so a reader still walking the old root
 //! reads valid (and current) slots. Memory: 4 KiB per 2 MiB of file that was ever
 //! written, plus the nodes above.
+//!
+//! A file whose first store is below page [`SMALL`] starts with a small leaf of
+//! [`SMALL`] words (128 B instead of 4 KiB: most files are small, and a metadata
+//! server holds the index of every file it serves). A store past it copies the
+//! small leaf into a full one and publishes that as the root (under the state lock,
+//! as every store). A reader that loaded the small leaf before reads the values it
+//! had then, which are current for the pages it reads: it holds their range lock,
+//! so none of them changes meanwhile. The small leaf stays allocated until the
+//! table is dropped, for such readers.
 
 use crate::tagged::{height, tag, untag};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
@@ -33,6 +42,15 @@ struct Leaf {
     blocks: [AtomicU64; FAN],
 }
 
+/// Pages a small first leaf covers.
+const SMALL: usize = 16;
+/// The root's tag for a small leaf (a tree's height is 0..=[`LEVELS`]).
+const SMALL_TAG: u32 = 7;
+
+struct SmallLeaf {
+    blocks: [AtomicU64; SMALL],
+}
+
 struct Node {
     slots: [AtomicPtr<()>; FAN],
 }
@@ -44,8 +62,12 @@ fn capacity(h: u32) -> u64 {
 
 /// The lock-free page table of one file, with its size and liveness.
 pub(crate) struct PageIndex {
-    /// The top node (a leaf at height 0), tagged with the height; null: empty.
+    /// The top node (a leaf at height 0), tagged with the height, or a small leaf
+    /// tagged [`SMALL_TAG`]; null: empty.
     root: AtomicPtr<()>,
+    /// The small leaf the table started with, once a full leaf replaced it (freed
+    /// on drop: a reader may still be reading it).
+    retired: AtomicPtr<SmallLeaf>,
     size: AtomicU64,
     dead: AtomicBool,
     bytes: AtomicUsize,
@@ -75,6 +97,7 @@ impl Default for PageIndex {
     fn default() -> Self {
         PageIndex {
             root: AtomicPtr::new(std::ptr::null_mut()),
+            retired: AtomicPtr::new(std::ptr::null_mut()),
             size: AtomicU64::new(0),
             dead: AtomicBool::new(false),
             bytes: AtomicUsize::new(0),
@@ -87,6 +110,12 @@ impl Default for PageIndex {
 fn new_node() -> Box<Node> {
     Box::new(Node {
         slots: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
+    })
+}
+
+fn new_small() -> Box<SmallLeaf> {
+    Box::new(SmallLeaf {
+        blocks: std::array::from_fn(|_| AtomicU64::new(0)),
     })
 }
 
@@ -143,6 +172,26 @@ impl PageIndex {
         t
     }
 
+    /// Replaces the small leaf `small` (the root) by a full leaf holding its
+    /// entries; returns the new tagged root. Under the inode's state lock (every
+    /// store is), so no entry changes while it is copied.
+    fn widen(&self, small: *const SmallLeaf) -> *mut () {
+        let leaf = new_leaf();
+        // SAFETY: `small` is the live root (see `word`).
+        let from = unsafe { &(*small).blocks };
+        for (to, w) in leaf.blocks.iter().zip(from) {
+            to.store(w.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        self.bytes
+            .fetch_add(std::mem::size_of::<Leaf>(), Ordering::Relaxed);
+        let t = tag(Box::into_raw(leaf) as *mut (), 0);
+        // Release: a reader that sees the new root sees the copied entries.
+        self.root.store(t, Ordering::Release);
+        self.retired
+            .store(small as *mut SmallLeaf, Ordering::Relaxed);
+        t
+    }
+
     /// The leaf word of page `pg`, or `None` if its leaf was never allocated (and
     /// `alloc` is false).
     fn word(&self, pg: u64, alloc: bool) -> Option<&AtomicU64> {
@@ -150,6 +199,29 @@ impl PageIndex {
             return None;
         }
         let mut tagged = self.root.load(Ordering::Acquire);
+        if height(tagged) == SMALL_TAG {
+            let small = untag(tagged) as *const SmallLeaf;
+            if pg < SMALL as u64 {
+                // SAFETY: a small leaf installed below from `Box::into_raw`; freed
+                // only in Drop, which needs `&mut self` (also once retired).
+                return Some(unsafe { &(*small).blocks[pg as usize] });
+            }
+            if !alloc {
+                // Past every page written so far: a hole.
+                return None;
+            }
+            tagged = self.widen(small);
+        } else if tagged.is_null() && alloc && pg < SMALL as u64 {
+            // The first store, to a page a small leaf covers.
+            let fresh = Box::into_raw(new_small());
+            self.bytes
+                .fetch_add(std::mem::size_of::<SmallLeaf>(), Ordering::Relaxed);
+            // Under the state lock, as `grow`; Release publishes the zeroed leaf.
+            self.root
+                .store(tag(fresh as *mut (), SMALL_TAG), Ordering::Release);
+            // SAFETY: just allocated; freed only in Drop.
+            return Some(unsafe { &(*fresh).blocks[pg as usize] });
+        }
         if pg >= capacity(height(tagged)) {
             if !alloc {
                 // Past every page written so far: a hole.
@@ -303,7 +375,17 @@ fn free(p: *mut (), level: u32) {
 impl Drop for PageIndex {
     fn drop(&mut self) {
         let t = *self.root.get_mut();
-        free(untag(t), height(t));
+        if height(t) == SMALL_TAG {
+            // SAFETY: the root small leaf, from `Box::into_raw` in `word`; freed once.
+            drop(unsafe { Box::from_raw(untag(t) as *mut SmallLeaf) });
+        } else {
+            free(untag(t), height(t));
+        }
+        let r = *self.retired.get_mut();
+        if !r.is_null() {
+            // SAFETY: the retired small leaf (no longer the root), freed once.
+            drop(unsafe { Box::from_raw(r) });
+        }
     }
 }
 
@@ -353,16 +435,39 @@ mod tests {
         assert_eq!(ix.bytes(), before);
     }
 
-    /// A small file is one leaf; the tree grows a level at a time as pages past it
-    /// are written, and what was mapped stays where it was, also for a reader that
-    /// walked the old root.
+    /// A small file is one small leaf; a page past it widens that into a full
+    /// leaf with the same entries; the tree then grows a level at a time as pages
+    /// past it are written, and what was mapped stays where it was, also for a
+    /// reader that walked the old root.
     #[test]
     fn grows_from_one_leaf() {
         let ix = PageIndex::default();
         ix.set(3, 30);
-        assert_eq!(ix.bytes(), std::mem::size_of::<Leaf>());
+        ix.set(SMALL as u64 - 1, 31);
+        assert_eq!(ix.bytes(), std::mem::size_of::<SmallLeaf>());
+        assert_eq!(height(ix.root.load(Ordering::Relaxed)), SMALL_TAG);
+        assert_eq!(ix.get(SMALL as u64), 0);
+        assert_eq!(ix.bytes(), std::mem::size_of::<SmallLeaf>());
+        let small = ix.word(3, false).map(|w| w as *const AtomicU64);
+        assert!(small.is_some());
+        ix.set(SMALL as u64, 32);
         assert_eq!(height(ix.root.load(Ordering::Relaxed)), 0);
+        assert_eq!(
+            ix.bytes(),
+            std::mem::size_of::<SmallLeaf>() + std::mem::size_of::<Leaf>()
+        );
+        assert_eq!(ix.get(3), 30);
+        assert_eq!(ix.get(SMALL as u64 - 1), 31);
+        assert_eq!(ix.get(SMALL as u64), 32);
+        assert_eq!(ix.get(4), 0);
+        // The small leaf is kept (a reader that loaded it reads the values it had),
+        // and no longer where page 3 is looked up.
         let old_word = ix.word(3, false).map(|w| w as *const AtomicU64);
+        assert_ne!(old_word, small);
+        if let Some(w) = small {
+            // SAFETY: the retired small leaf lives until `ix` is dropped.
+            assert_eq!(unsafe { (*w).load(Ordering::Relaxed) }, 30);
+        }
         assert_eq!(ix.get(512), 0);
         ix.set(512, 40);
         assert_eq!(height(ix.root.load(Ordering::Relaxed)), 1);
@@ -375,7 +480,14 @@ mod tests {
         assert_eq!(ix.get(3), 30);
         assert_eq!(ix.get(512), 40);
         assert_eq!(ix.get(512 * 512 * 512), 50);
-        // An empty table that first sees a high page starts at that height.
+        // An empty table that first sees a page past the small leaf starts with a
+        // full leaf, one that first sees a high page at that height.
+        let mid = PageIndex::default();
+        mid.set(SMALL as u64, 5);
+        assert_eq!(height(mid.root.load(Ordering::Relaxed)), 0);
+        assert_eq!(mid.bytes(), std::mem::size_of::<Leaf>());
+        assert_eq!(mid.get(0), 0);
+        assert_eq!(mid.get(SMALL as u64), 5);
         let hi = PageIndex::default();
         hi.set(1 << 20, 7);
         assert_eq!(height(hi.root.load(Ordering::Relaxed)), 2);
