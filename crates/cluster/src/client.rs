@@ -119,6 +119,8 @@ pub(crate) struct FileCache {
     layout: RwLock<Option<Cached>>,
     /// Bumped by every invalidation: a layout fetched across one is not installed.
     gen: AtomicU64,
+    /// The newest layout grant of the file received (installed or not).
+    granted: AtomicU64,
     /// One writer of the file at a time in this client.
     write: Mutex<()>,
     /// Writes not yet committed (delayed commit).
@@ -134,6 +136,23 @@ impl FileCache {
         let mut w = self.layout.write();
         self.gen.fetch_add(1, Ordering::AcqRel);
         *w = None;
+    }
+
+    /// Drops the cached layout before a commit of the file (as `drop_layout`)
+    /// and returns the newest grant received until then, for the commit's
+    /// `dropped`: a layout granted later was asked for after this drop, and the
+    /// server recalls it as any other client's. (Without it the server would
+    /// recall our own layout and wait for our answer.)
+    pub(crate) fn drop_for_commit(&self) -> u64 {
+        let _w = {
+            let mut w = self.layout.write();
+            self.gen.fetch_add(1, Ordering::AcqRel);
+            *w = None;
+            w
+        };
+        // Read under the write lock: a grant counted after it is installed only
+        // if it was asked for after the `gen` bump (so after this drop).
+        self.granted.load(Ordering::Acquire)
     }
 }
 
@@ -623,11 +642,18 @@ impl Inner {
                     size,
                     first,
                     blocks,
-                } => Cached {
-                    size,
-                    first,
-                    blocks,
-                },
+                    grant,
+                } => {
+                    // Counted before the install check: a commit's drop that
+                    // comes between them promises this grant away too, and the
+                    // check below then throws the layout away.
+                    fc.granted.fetch_max(grant, Ordering::AcqRel);
+                    Cached {
+                        size,
+                        first,
+                        blocks,
+                    }
+                }
                 LayoutReply::Err(e, m) => return Err(from_errno(e, m)),
             };
             let mut w = fc.layout.write();
@@ -874,12 +900,14 @@ impl Inner {
             // delayed mode too: a fence orders only this thread's stores, so the
             // commit threads could not make them durable.
             self.vol.fence();
-            let c = ExtentCommit {
+            let mut c = ExtentCommit {
                 ino,
                 first,
                 end,
                 runs: runs.clone(),
                 expect,
+                // Set when it is sent (`drop_for_commit`).
+                dropped: 0,
             };
             if delayed {
                 let queue = {
@@ -901,6 +929,7 @@ impl Inner {
                 }
                 return Ok(data.len());
             }
+            c.dropped = fc.drop_for_commit();
             let (r, _) = self.send_commit(owner, vec![c], Vec::new())?;
             match r.first().copied().unwrap_or(libc::EIO) {
                 0 => return Ok(data.len()),

@@ -84,6 +84,7 @@ mod tests {
                 end: 5 * 4096 + 100,
                 runs: vec![(900, 2)],
                 expect: vec![(5, 77)],
+                dropped: 42,
             }],
             after: vec![crate::proto::MetaReq::Release { ino: 12 }],
         };

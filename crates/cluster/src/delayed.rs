@@ -362,12 +362,16 @@ impl Inner {
             let since = p.since.take();
             let ex = std::mem::take(&mut p.extents);
             let n = ex.len();
-            for (c, pr, o) in ex {
+            drop(p);
+            // The file's layout goes before its commits are sent (their `dropped`):
+            // reads of the pages they write come from the overlay until answered.
+            let dropped = fc.drop_for_commit();
+            for (mut c, pr, o) in ex {
+                c.dropped = dropped;
                 commits.push(c);
                 parts.push(pr);
                 owners.push(o);
             }
-            drop(p);
             files.push((ino, fc, n, since));
         }
         let after = std::mem::take(&mut *self.deferred.lock());

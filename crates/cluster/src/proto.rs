@@ -217,6 +217,9 @@ pub enum LayoutReply {
         first: u64,
         /// Block per page.
         blocks: Vec<u64>,
+        /// The grant's number: larger than that of every earlier grant of this
+        /// server (an `ExtentCommit::dropped` names the newest a client had).
+        grant: u64,
     },
     /// The errno.
     Err(i32, String),
@@ -256,6 +259,12 @@ pub struct ExtentCommit {
     /// Pages the client merged with their old contents, and the block it read them
     /// from (0: a hole): the commit applies only if each still maps there.
     pub expect: Vec<(u64, u64)>,
+    /// The client dropped its cached layout of the file before sending this
+    /// commit, and the newest layout grant of the file it had received then was
+    /// this one (0: no such promise). The server then does not recall the layouts
+    /// of the file it granted this client up to that number: the client holds none
+    /// of them (its own commit would otherwise recall it and wait a round trip).
+    pub dropped: u64,
 }
 
 /// A compound commit: several files' commits in one message. `seq` numbers a

@@ -80,7 +80,8 @@ const APPLIED_KEPT: usize = 1024;
 /// commits of the file.
 #[derive(Default)]
 struct FileState {
-    holders: HashSet<u64>,
+    /// Each holder's newest layout grant of the file.
+    holders: HashMap<u64, u64>,
 }
 
 /// An expired session's delegated runs and pins, waiting out its lease.
@@ -122,6 +123,8 @@ struct Inner {
     /// Keys of the hash that makes session ids.
     ids: std::hash::RandomState,
     next_recall: AtomicU64,
+    /// The last layout grant's number (see `LayoutReply::Ok::grant`).
+    grants: AtomicU64,
     sessions: Mutex<HashMap<u64, Sess>>,
     files: Mutex<HashMap<Ino, Arc<tokio::sync::Mutex<FileState>>>>,
     /// Namespace changes hold their directories' stripes (by directory inode):
@@ -150,6 +153,8 @@ pub struct ServerStats {
     pub commits: AtomicU64,
     /// Recalls sent.
     pub recalls: AtomicU64,
+    /// Recalls not sent: the committing client had dropped the layout itself.
+    pub recalls_spared: AtomicU64,
     /// Sessions expired (lease ran out, or a recall went unanswered).
     pub expired: AtomicU64,
     /// Blocks given back from expired sessions' pools.
@@ -316,7 +321,7 @@ impl Inner {
             let f = self.file(ino);
             let mut g = f.lock().await;
             if self.fs.getattr(ino).is_ok_and(|a| a.nlink == 0) {
-                self.recall(&mut g, ino).await;
+                self.recall(&mut g, ino, None).await;
             }
             for _ in 0..opens {
                 if let Err(e) = self.fs.release(ino) {
@@ -367,10 +372,23 @@ impl Inner {
     /// A holder leaves the set only once it answered or was expired, so a call
     /// cut off meanwhile (its client gone: the handler runs in a task of its own
     /// anyway) leaves the rest to the next recall.
-    async fn recall(self: &Arc<Self>, st: &mut FileState, ino: Ino) {
-        let holders: Vec<u64> = st.holders.iter().copied().collect();
+    ///
+    /// `spare`: a client and the newest grant it dropped before the call (see
+    /// `ExtentCommit::dropped`); a holder of no newer grant is not recalled.
+    async fn recall(self: &Arc<Self>, st: &mut FileState, ino: Ino, spare: Option<(u64, u64)>) {
+        let holders: Vec<(u64, u64)> = st.holders.iter().map(|(&c, &g)| (c, g)).collect();
         let mut waits = Vec::new();
-        for c in holders {
+        for (c, grant) in holders {
+            if spare.is_some_and(|(sc, dropped)| sc == c && grant <= dropped) {
+                // The caller dropped every layout of the file it had been granted
+                // up to `dropped` before it asked: it holds none to recall.
+                st.holders.remove(&c);
+                if let Some(s) = self.sessions.lock().get_mut(&c) {
+                    s.holds.remove(&ino);
+                }
+                self.stats.recalls_spared.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
             let tx = match self.sessions.lock().get(&c) {
                 Some(s) => s.watch.clone(),
                 None => {
@@ -453,7 +471,7 @@ impl Inner {
             None => None,
         };
         if let (Some((ino, _)), Some(g)) = (&file, guard.as_mut()) {
-            self.recall(g, *ino).await;
+            self.recall(g, *ino, None).await;
         }
         let attr = |r: mnemofs::Result<mnemofs::Attr>| match r {
             Ok(a) => MetaReply::Attr(a),
@@ -636,7 +654,10 @@ impl Inner {
         let mut st = f.lock().await;
         let reply = match self.fs.layout(r.ino, r.first, r.n) {
             Ok(l) => {
-                st.holders.insert(r.client);
+                // Under the file's lock: grants of one file are numbered in the
+                // order they are made.
+                let grant = self.grants.fetch_add(1, Ordering::Relaxed) + 1;
+                st.holders.insert(r.client, grant);
                 if let Some(s) = self.sessions.lock().get_mut(&r.client) {
                     s.holds.insert(r.ino);
                 }
@@ -644,6 +665,7 @@ impl Inner {
                     size: l.size,
                     first: l.first,
                     blocks: l.blocks,
+                    grant,
                 }
             }
             Err(e) => LayoutReply::Err(e.errno(), e.to_string()),
@@ -777,7 +799,8 @@ impl Inner {
                 Err(e) => return e.errno(),
             }
         }
-        self.recall(&mut st, c.ino).await;
+        let spare = (c.dropped != 0).then_some((client, c.dropped));
+        self.recall(&mut st, c.ino, spare).await;
         // Taken from the pool only now: a recall that expired this very session
         // has given the pool back already.
         {
@@ -946,6 +969,13 @@ impl MdsHandle {
             next_client: AtomicU64::new(1),
             ids: std::hash::RandomState::new(),
             next_recall: AtomicU64::new(1),
+            // Numbers above any an earlier run of the server gave (nanoseconds of
+            // the wall clock), so a promise made to one never matches the other.
+            grants: AtomicU64::new(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_nanos() as u64),
+            ),
             sessions: Mutex::new(HashMap::new()),
             files: Mutex::new(HashMap::new()),
             ns: (0..NS_STRIPES)

@@ -422,3 +422,60 @@ fn the_server_forgets_files_nobody_uses() {
     mds.shutdown().unwrap();
     assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
 }
+
+/// A client that commits to a file whose layout it holds drops that layout itself
+/// before it sends the commit, so the server does not recall it (no round trip
+/// while the commit waits); another client's layout is still recalled; both read
+/// what was committed. In both commit modes.
+#[test]
+fn a_clients_own_commit_does_not_recall_its_own_layout() {
+    use std::sync::atomic::Ordering::Relaxed;
+    for mode in [CommitMode::Sync, CommitMode::Delayed] {
+        let (_dir, devs, mds) = server(Duration::from_millis(400), 64);
+        let a = client_with(mds.addr(), &devs, mode);
+        let b = client(mds.addr(), &devs);
+        let recalls = || mds.stats().recalls.load(Relaxed);
+        let spared = || mds.stats().recalls_spared.load(Relaxed);
+
+        let f = a.create(ROOT_INO, b"own", 0o644, 0, 0).unwrap().ino;
+        let mut model = pattern(7, 3 * 4096 + 500);
+        a.write(f, 0, &model).unwrap();
+        a.fsync(f).unwrap();
+        // A reads the committed file through a layout it now holds.
+        let mut got = vec![0u8; model.len()];
+        assert_eq!(a.read(f, 0, &mut got).unwrap(), model.len());
+        assert_eq!(got, model);
+
+        // A overwrites bytes inside page 1 (merged with the block its layout
+        // names) and commits: its own layout is not recalled.
+        let (r0, s0) = (recalls(), spared());
+        a.write(f, 5000, b"0123456789").unwrap();
+        model[5000..5010].copy_from_slice(b"0123456789");
+        a.fsync(f).unwrap();
+        assert_eq!(recalls(), r0, "{mode:?}: own layout recalled");
+        assert!(spared() > s0, "{mode:?}: no commit dropped its own layout");
+        let mut got = vec![0u8; model.len()];
+        assert_eq!(a.read(f, 0, &mut got).unwrap(), model.len());
+        assert_eq!(got, model, "{mode:?}: A reads its commit");
+
+        // B holds a layout too: A's next commit recalls B's, not A's.
+        let mut got = vec![0u8; model.len()];
+        assert_eq!(b.read(f, 0, &mut got).unwrap(), model.len());
+        assert_eq!(got, model);
+        let (r1, s1) = (recalls(), spared());
+        a.write(f, 9000, b"abcdef").unwrap();
+        model[9000..9006].copy_from_slice(b"abcdef");
+        a.fsync(f).unwrap();
+        assert_eq!(recalls(), r1 + 1, "{mode:?}: B's layout recalled, only it");
+        assert!(spared() > s1);
+        for c in [&a, &b] {
+            let mut got = vec![0u8; model.len()];
+            assert_eq!(c.read(f, 0, &mut got).unwrap(), model.len());
+            assert_eq!(got, model, "{mode:?}: both read the last commit");
+        }
+        a.close().unwrap();
+        b.close().unwrap();
+        mds.shutdown().unwrap();
+        assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
+    }
+}
