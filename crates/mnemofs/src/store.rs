@@ -90,7 +90,19 @@ impl Store {
             words.push((ioff + INO_TAIL_OFF, s.new_tail));
         }
         words.extend_from_slice(extra);
+        let mut freed = Runs::new();
         if words.len() == 1 {
+            // Nothing can fail from here on: the DRAM state takes the entries now,
+            // while the data's and the entries' non-temporal stores drain, instead of
+            // after the fences (the caller holds the state lock, so nobody sees it
+            // early; the blocks they supersede are freed only after the second
+            // fence). No locked instruction here: one would wait for the drain.
+            for ((st, entries), s) in parts.iter_mut().zip(&staged) {
+                st.log.commit(s);
+                for (e, &off) in entries.iter().zip(&s.offsets) {
+                    freed.extend(st.apply(off, e));
+                }
+            }
             // Fence: data pages and entries (bodies and commit marks) are durable
             // before the tail that exposes them.
             if !bugs::on(Bug::NoFenceBeforeTail) {
@@ -98,21 +110,23 @@ impl Store {
             }
             self.vol.store_u64(words[0].0, words[0].1);
             self.vol.flush(words[0].0, 8);
-            // Fence: the new tail is durable before the operation returns.
+            // Fence: the new tail is durable before the operation returns, and
+            // before the blocks it superseded can be reused.
             if !bugs::on(Bug::NoFenceAfterTail) {
                 self.vol.fence();
             }
-        } else if let Err(e) = self.journals.run(&self.vol, &words) {
-            for s in staged {
-                s.abandon(&self.vol, &self.space);
+        } else {
+            if let Err(e) = self.journals.run(&self.vol, &words) {
+                for s in staged {
+                    s.abandon(&self.vol, &self.space);
+                }
+                return Err(e);
             }
-            return Err(e);
-        }
-        let mut freed = Runs::new();
-        for ((st, entries), s) in parts.iter_mut().zip(&staged) {
-            st.log.commit(s);
-            for (e, &off) in entries.iter().zip(&s.offsets) {
-                freed.extend(st.apply(off, e));
+            for ((st, entries), s) in parts.iter_mut().zip(&staged) {
+                st.log.commit(s);
+                for (e, &off) in entries.iter().zip(&s.offsets) {
+                    freed.extend(st.apply(off, e));
+                }
             }
         }
         // Through the data plane's invalidation point: a small-write mode clears what

@@ -88,29 +88,28 @@ impl DataPlane {
         if let (Some(off), false) = (offset, self.lock == LockMode::Inode) {
             return self.write_concurrent(inode, off, data).map(|n| (off, n));
         }
-        let (off, old) = {
-            let st = inode.state.lock();
-            regular(&st, FsError::Invalid("write to a special file"))?;
-            let off = offset.unwrap_or(st.size);
-            if data.is_empty() {
-                return Ok((off, 0));
-            }
-            let end = off.checked_add(data.len() as u64).ok_or(FsError::TooBig)?;
-            if end > MAX_FILE_SIZE {
-                return Err(FsError::TooBig);
-            }
-            (off, Self::partial_pages(&st.index, off, end))
-        };
-        let end = off + data.len() as u64;
+        let now = Timespec::now();
+        // One state-lock section for the whole write (one writer per file in this
+        // mode, as NOVA's inode lock): taken before the data's non-temporal stores,
+        // since taking a lock (a locked instruction) after them would wait for them
+        // to drain; the commit then does its DRAM bookkeeping while they drain
+        // (`Store::commit`).
+        let mut st = inode.state.lock();
+        regular(&st, FsError::Invalid("write to a special file"))?;
+        let off = offset.unwrap_or(st.size);
+        if data.is_empty() {
+            return Ok((off, 0));
+        }
+        let end = off.checked_add(data.len() as u64).ok_or(FsError::TooBig)?;
+        if end > MAX_FILE_SIZE {
+            return Err(FsError::TooBig);
+        }
+        let old = Self::partial_pages(&st.index, off, end);
         let first = page_of(off);
         let last = page_of(end - 1);
         let runs = self.store.space.alloc(last - first + 1, false)?;
         self.copy_in(inode.ino, &runs, off, data, old);
-        if self.lock == LockMode::Inode {
-            self.commit_write_locked(inode, first, end, &runs)?;
-        } else {
-            self.commit_write_concurrent(inode, first, end, &runs)?;
-        }
+        self.commit_write_held(&mut st, first, end, &runs, now)?;
         Ok((off, data.len()))
     }
 
@@ -256,13 +255,26 @@ impl DataPlane {
     ) -> Result<()> {
         let now = Timespec::now();
         let mut st = inode.state.lock();
+        self.commit_write_held(&mut st, first, end, runs, now)
+    }
+
+    /// [`commit_write_locked`](Self::commit_write_locked) with the state lock held
+    /// by the caller.
+    fn commit_write_held(
+        &self,
+        st: &mut InodeState,
+        first: u64,
+        end: u64,
+        runs: &[Run],
+        now: Timespec,
+    ) -> Result<()> {
         if st.dead {
             self.store.space.free_runs(runs);
             return Err(FsError::NotFound);
         }
         let entries = Self::write_entries(first, runs, st.size.max(end), now);
         self.note_writers(1);
-        if let Err(e) = self.commit(&mut [(&mut *st, entries)], &[]) {
+        if let Err(e) = self.commit(&mut [(st, entries)], &[]) {
             self.store.space.free_runs(runs);
             return Err(e);
         }
