@@ -721,6 +721,17 @@ impl Fs {
         Ok(self.table.get(ino)?.data.lock_bytes() as u64)
     }
 
+    /// How many more of `ino`'s page-CoW writes keep to the concurrent append
+    /// (`interval`/`segment` modes) since another writer of the file was last seen;
+    /// 0: a writer alone with the file takes the locked append.
+    pub fn write_contention(&self, ino: Ino) -> Result<u32> {
+        Ok(self
+            .table
+            .get(ino)?
+            .contended
+            .load(std::sync::atomic::Ordering::Relaxed))
+    }
+
     /// Bytes of log pages held by `ino`'s log.
     pub fn log_bytes(&self, ino: Ino) -> Result<u64> {
         let (_i, st) = self.table.lock(ino)?;

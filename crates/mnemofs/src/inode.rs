@@ -459,6 +459,12 @@ pub(crate) struct Inode {
     /// The small-write mode has registered this inode (LAWN: with its write-back
     /// thread, once per `Inode`); set by the data plane, never reset.
     pub smallwrite_registered: std::sync::atomic::AtomicBool,
+    /// Writes of this file in the `interval`/`segment` modes that must still take
+    /// the concurrent append (another writer of the file was seen recently): set
+    /// when a writer finds the state lock taken, counted down by uncontended
+    /// writes. While 0, a writer alone with the file takes the locked append
+    /// (`DataPlane::write_concurrent`).
+    pub contended: AtomicU32,
 }
 
 impl Inode {
@@ -472,6 +478,7 @@ impl Inode {
             opens: AtomicU32::new(0),
             lookups: AtomicU64::new(0),
             smallwrite_registered: std::sync::atomic::AtomicBool::new(false),
+            contended: AtomicU32::new(0),
         }
     }
 }

@@ -64,3 +64,18 @@ pub(crate) fn point(p: Point) {
 #[cfg(not(feature = "fault-injection"))]
 #[inline(always)]
 pub(crate) fn point(_: Point) {}
+
+/// Whether any thread installed a hook: writers then keep to the concurrent append
+/// protocol, whose interleavings the hooks are there to explore.
+#[cfg(feature = "fault-injection")]
+#[inline]
+pub(crate) fn hooked() -> bool {
+    ANY.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// No hook in this build.
+#[cfg(not(feature = "fault-injection"))]
+#[inline(always)]
+pub(crate) fn hooked() -> bool {
+    false
+}

@@ -98,3 +98,100 @@ fn shared_file_writers_in_every_mode_match_the_model() {
         assert!(r.is_clean(), "{mode:?}: {:?}", r.problems);
     }
 }
+
+/// In the range-lock modes a writer alone with its file takes the locked append (a
+/// 4 KiB overwrite: the tail is the one flushed line, as in the `inode` mode); once
+/// another writer of the file was seen, writes keep to the concurrent append for a
+/// while (1024 writes that meet nobody), then go back. Content stays the model's
+/// throughout, and the volume is clean.
+#[test]
+fn a_writer_alone_takes_the_locked_append_and_shared_files_the_concurrent_one() {
+    for lock in [LockMode::Interval, LockMode::Segment] {
+        let img = common::fresh(64 << 20);
+        let fs = Arc::new(mnemofs::mount(&img.path, &opts(lock)).unwrap());
+        let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap().ino;
+        fs.write(f, 0, &vec![0u8; 64 * 4096]).unwrap();
+        let contention = || fs.write_contention(f).unwrap();
+        // Flushes of each of 8 overwrites of page `pg`, with `v`. The locked append
+        // flushes one line (the tail; the entry is stored non-temporally), the
+        // concurrent one at least two (the commit mark and the tail); a write that
+        // also links a new log page or runs GC flushes more.
+        let flushes = |pg: u64, v: u8| -> Vec<u64> {
+            (0..8)
+                .map(|_| {
+                    let before = fs.thread_counters();
+                    fs.write(f, pg * 4096, &[v; 4096]).unwrap();
+                    fs.thread_counters().since(&before).flushes
+                })
+                .collect()
+        };
+        let alone = flushes(3, 1);
+        assert_eq!(alone.iter().min(), Some(&1), "{lock:?}: alone: {alone:?}");
+        assert_eq!(contention(), 0, "{lock:?}");
+
+        // Four threads overwrite pages of their own (page p belongs to thread p % 4)
+        // until the file has been seen shared.
+        let mut model = [0u8; 64];
+        model[3] = 1;
+        let mut shared = false;
+        for round in 0..50u8 {
+            let ths: Vec<_> = (0..4u64)
+                .map(|t| {
+                    let fs = fs.clone();
+                    std::thread::spawn(move || {
+                        for i in 0..400u64 {
+                            let pg = (i * 4 + t) % 64;
+                            fs.write(f, pg * 4096, &[round.wrapping_add(t as u8); 4096])
+                                .unwrap();
+                        }
+                    })
+                })
+                .collect();
+            for th in ths {
+                th.join().unwrap();
+            }
+            for (pg, m) in model.iter_mut().enumerate() {
+                *m = round.wrapping_add((pg % 4) as u8);
+            }
+            if contention() > 0 {
+                shared = true;
+                break;
+            }
+        }
+        assert!(shared, "{lock:?}: four writers never met");
+        // Seen shared: the concurrent append, even for a writer alone now.
+        let after = flushes(4, 3);
+        assert!(after.iter().all(|&n| n >= 2), "{lock:?}: shared: {after:?}");
+        model[4] = 3;
+        // Lone writes count down to the locked append again.
+        let mut n = 0u32;
+        while contention() > 0 {
+            let pg = 5 + (n % 50) as u64;
+            fs.write(f, pg * 4096, &[9; 4096]).unwrap();
+            model[pg as usize] = 9;
+            n += 1;
+            assert!(
+                n <= 2048,
+                "{lock:?}: still counted shared after {n} lone writes"
+            );
+        }
+        let again = flushes(3, 7);
+        assert_eq!(
+            again.iter().min(),
+            Some(&1),
+            "{lock:?}: alone again: {again:?}"
+        );
+        model[3] = 7;
+        let mut buf = vec![0u8; 64 * 4096];
+        assert_eq!(fs.read(f, 0, &mut buf).unwrap(), buf.len());
+        for (pg, &m) in model.iter().enumerate() {
+            assert!(
+                buf[pg * 4096..(pg + 1) * 4096].iter().all(|&b| b == m),
+                "{lock:?}: page {pg}"
+            );
+        }
+        drop(fs);
+        let r = mnemofs::fsck(&img.path).unwrap();
+        assert!(r.is_clean(), "{lock:?}: {:?}", r.problems);
+    }
+}

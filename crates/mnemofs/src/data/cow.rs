@@ -20,6 +20,7 @@ use crate::itable::InodeTable;
 use crate::log;
 use crate::space::Run;
 use crate::types::*;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Takes the inode's state lock for one of the short sections of a concurrent write:
@@ -34,6 +35,10 @@ fn lock_briefly(inode: &Inode) -> parking_lot::MutexGuard<'_, InodeState> {
     }
     inode.state.lock()
 }
+
+/// Writes of a file after its last sign of a second writer that take the concurrent
+/// append before a writer alone takes the locked append again.
+const CONTENDED_WRITES: u32 = 1024;
 
 /// fallocate flags (linux/falloc.h).
 const FALLOC_FL_KEEP_SIZE: i32 = 0x01;
@@ -184,9 +189,37 @@ impl DataPlane {
         let first = page_of(off);
         let last = page_of(end - 1);
         let runs = self.store.space.alloc(last - first + 1, false)?;
+        let now = Timespec::now();
+        // A writer alone with the file (the state lock free, no append in flight,
+        // no other writer seen lately) takes the locked append, as the `inode` mode:
+        // one state-lock section across the copy, taken before the non-temporal
+        // stores, and the DRAM bookkeeping done while they drain (`Store::commit`).
+        // The concurrent append takes the state lock again after the copy, and that
+        // locked instruction waits for the drain. Both protocols share the log format
+        // (`log` module): the locked append is what namespace calls use beside
+        // concurrent writers already. A writer that finds the lock taken marks the file
+        // contended, so that writers of a shared file keep appending concurrently.
+        // (Not while interleaving hooks are installed: they explore the concurrent
+        // protocol.)
+        if inode.contended.load(Ordering::Relaxed) == 0 && !interleave::hooked() {
+            match inode.state.try_lock() {
+                Some(mut st) if st.log.inflight == 0 => {
+                    if let Err(e) = regular(&st, FsError::Invalid("write to a special file")) {
+                        self.store.space.free_runs(&runs);
+                        return Err(e);
+                    }
+                    let old = Self::partial_pages(&inode.index, off, end);
+                    self.copy_in(inode.ino, &runs, off, data, old);
+                    self.commit_write_held(&mut st, first, end, &runs, now)?;
+                    return Ok(data.len());
+                }
+                Some(_) => inode.contended.store(CONTENDED_WRITES, Ordering::Relaxed),
+                None => inode.contended.store(CONTENDED_WRITES, Ordering::Relaxed),
+            }
+        }
         // Built outside the lock: a Write's size and mtime count by maximum
         // (`InodeState::apply`), so its own end and the time now are enough.
-        let entries = Self::write_entries(first, &runs, end, Timespec::now());
+        let entries = Self::write_entries(first, &runs, end, now);
         // The old partial pages, from the lock-free index: our exclusive range lock
         // keeps them stable.
         let old = Self::partial_pages(&inode.index, off, end);
@@ -206,7 +239,17 @@ impl DataPlane {
         runs: &[Run],
     ) -> Result<log::Reservation> {
         let reserved = {
-            let mut st = lock_briefly(inode);
+            let (mut st, waited) = match inode.state.try_lock() {
+                Some(g) => (g, false),
+                None => (lock_briefly(inode), true),
+            };
+            // Another writer of the file: keep to the concurrent append a while
+            // longer; none: one write closer to the locked append.
+            if waited || st.log.inflight > 0 {
+                inode.contended.store(CONTENDED_WRITES, Ordering::Relaxed);
+            } else if inode.contended.load(Ordering::Relaxed) > 0 {
+                inode.contended.fetch_sub(1, Ordering::Relaxed);
+            }
             self.reserve_entries(&mut st, entries)
         };
         if reserved.is_err() {
