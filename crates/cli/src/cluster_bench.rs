@@ -562,13 +562,35 @@ fn plot_samples(
     .map_err(|e| e.to_string())
 }
 
-/// Maps in (and so allocates and zero-fills) every page of the image file before
-/// the server and the clients start, as a DAX device's pages exist. On tmpfs,
-/// `fallocate` is not enough: it reserves pages but leaves them to be zeroed at their
-/// first fault, which then lands in the measured phase (`perf` of the server and
-/// clients showed 16 % of the run's CPU in those faults). A fault through one shared
-/// mapping zeroes the page once, for every process that maps the file later.
+/// Allocates every page of the image file, then maps them in (and so has them
+/// zero-filled) before the server and the clients start, as a DAX device's pages
+/// exist. `fallocate` reserves the pages (a tmpfs without room says so here, not
+/// with a SIGBUS in the middle of a run), but tmpfs leaves a fallocated page to be
+/// zeroed at its first fault, which then lands in the measured phase (`perf` of
+/// the server and clients showed 16 % of the run's CPU in those faults); a fault
+/// through one shared mapping zeroes it once, for every process that maps the file
+/// later. (Where `MADV_POPULATE_WRITE` is missing, before Linux 5.14, the pages are
+/// only reserved.)
 fn preallocate(path: &std::path::Path) -> CliResult<()> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| CliError::new(format!("{}: {e}", path.display())))?;
+    let len = f
+        .metadata()
+        .map_err(|e| CliError::new(format!("{}: {e}", path.display())))?
+        .len();
+    // SAFETY: fallocate on a descriptor we own; mode 0 only allocates, the file's
+    // contents and size are unchanged (`len` is its size).
+    let rc = unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, len as libc::off_t) };
+    if rc != 0 {
+        return Err(CliError::new(format!(
+            "{}: cannot allocate the image's pages: {}",
+            path.display(),
+            std::io::Error::last_os_error()
+        )));
+    }
     let pm =
         pm::Pm::open(path, false).map_err(|e| CliError::new(format!("{}: {e}", path.display())))?;
     pm.populate(0, pm.len());

@@ -119,8 +119,11 @@ pub(crate) struct FileCache {
     layout: RwLock<Option<Cached>>,
     /// Bumped by every invalidation: a layout fetched across one is not installed.
     gen: AtomicU64,
-    /// The newest layout grant of the file received (installed or not).
-    granted: AtomicU64,
+    /// The session a layout of the file was last granted to, and the newest grant
+    /// it received (updated under the layout's write lock, before the install
+    /// check). Grant numbers compare only within one session: a server restarted
+    /// with its clock behind numbers its grants lower.
+    granted: Mutex<(u64, u64)>,
     /// One writer of the file at a time in this client.
     write: Mutex<()>,
     /// Writes not yet committed (delayed commit).
@@ -139,20 +142,39 @@ impl FileCache {
     }
 
     /// Drops the cached layout before a commit of the file (as `drop_layout`)
-    /// and returns the newest grant received until then, for the commit's
-    /// `dropped`: a layout granted later was asked for after this drop, and the
-    /// server recalls it as any other client's. (Without it the server would
-    /// recall our own layout and wait for our answer.)
-    pub(crate) fn drop_for_commit(&self) -> u64 {
-        let _w = {
-            let mut w = self.layout.write();
-            self.gen.fetch_add(1, Ordering::AcqRel);
-            *w = None;
-            w
-        };
-        // Read under the write lock: a grant counted after it is installed only
+    /// and returns the session and the newest grant it received until then, for
+    /// the commit's `dropped` (see [`dropped_for`]): a layout granted later was asked
+    /// for after this drop, and the server recalls it as any other client's.
+    /// (Without it the server would recall our own layout and wait for our answer.)
+    pub(crate) fn drop_for_commit(&self) -> (u64, u64) {
+        let mut w = self.layout.write();
+        self.gen.fetch_add(1, Ordering::AcqRel);
+        *w = None;
+        // Read under the write lock: a grant recorded after it is installed only
         // if it was asked for after the `gen` bump (so after this drop).
-        self.granted.load(Ordering::Acquire)
+        *self.granted.lock()
+    }
+
+    /// Records grant `grant` of a layout asked for by session `client`; under the
+    /// layout's write lock.
+    fn note_grant(&self, client: u64, grant: u64) {
+        let mut g = self.granted.lock();
+        *g = if g.0 == client {
+            (client, g.1.max(grant))
+        } else {
+            (client, grant)
+        };
+    }
+}
+
+/// The `dropped` of a commit sent by session `sender`, from what
+/// [`FileCache::drop_for_commit`] returned: 0 (recall as usual) unless the grants
+/// were that session's.
+pub(crate) fn dropped_for(sender: u64, (session, grant): (u64, u64)) -> u64 {
+    if session == sender {
+        grant
+    } else {
+        0
     }
 }
 
@@ -643,20 +665,23 @@ impl Inner {
                     first,
                     blocks,
                     grant,
-                } => {
-                    // Counted before the install check: a commit's drop that
-                    // comes between them promises this grant away too, and the
-                    // check below then throws the layout away.
-                    fc.granted.fetch_max(grant, Ordering::AcqRel);
+                } => (
                     Cached {
                         size,
                         first,
                         blocks,
-                    }
-                }
+                    },
+                    grant,
+                ),
                 LayoutReply::Err(e, m) => return Err(from_errno(e, m)),
             };
+            let (l, grant) = l;
             let mut w = fc.layout.write();
+            // Recorded before the install check, under the same lock as a commit's
+            // drop: either the drop promises this grant away too (and the check below
+            // throws the layout away, since it was asked for before the drop), or
+            // the grant is newer than what the drop promised.
+            fc.note_grant(client, grant);
             if fc.gen.load(Ordering::Acquire) != gen {
                 // A recall came while the reply was on its way: the blocks it names
                 // may be freed already. Ask again.
@@ -929,7 +954,7 @@ impl Inner {
                 }
                 return Ok(data.len());
             }
-            c.dropped = fc.drop_for_commit();
+            c.dropped = dropped_for(owner, fc.drop_for_commit());
             let (r, _) = self.send_commit(owner, vec![c], Vec::new())?;
             match r.first().copied().unwrap_or(libc::EIO) {
                 0 => return Ok(data.len()),
@@ -1559,5 +1584,35 @@ impl FileSystem for Client {
 
     fn unmount(self) -> Result<()> {
         self.close()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A commit promises away only grants its own session received: grants of an
+    /// earlier session (maybe of an earlier server instance, whose numbers may be
+    /// larger) make its `dropped` 0, and the server recalls as usual.
+    #[test]
+    fn a_commit_promises_only_its_own_sessions_grants() {
+        let fc = FileCache::default();
+        assert_eq!(dropped_for(7, fc.drop_for_commit()), 0);
+        fc.note_grant(7, 1_000);
+        fc.note_grant(7, 900);
+        assert_eq!(dropped_for(7, fc.drop_for_commit()), 1_000);
+        // A new session: its grants start over, whatever their numbers.
+        fc.note_grant(8, 5);
+        assert_eq!(dropped_for(8, fc.drop_for_commit()), 5);
+        assert_eq!(dropped_for(7, fc.drop_for_commit()), 0);
+        // A late grant of the old session replaces the record; the new session
+        // then promises nothing.
+        fc.note_grant(7, 2_000);
+        assert_eq!(dropped_for(8, fc.drop_for_commit()), 0);
+        // The drop also invalidates: a layout fetched across it is not installed.
+        let g = fc.gen.load(Ordering::Acquire);
+        fc.drop_for_commit();
+        assert_ne!(fc.gen.load(Ordering::Acquire), g);
+        assert!(fc.layout.read().is_none());
     }
 }

@@ -367,7 +367,7 @@ impl Inner {
             // reads of the pages they write come from the overlay until answered.
             let dropped = fc.drop_for_commit();
             for (mut c, pr, o) in ex {
-                c.dropped = dropped;
+                c.dropped = crate::client::dropped_for(o, dropped);
                 commits.push(c);
                 parts.push(pr);
                 owners.push(o);

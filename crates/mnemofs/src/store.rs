@@ -94,9 +94,12 @@ impl Store {
         if words.len() == 1 {
             // Nothing can fail from here on: the DRAM state takes the entries now,
             // while the data's and the entries' non-temporal stores drain, instead of
-            // after the fences (the caller holds the state lock, so nobody sees it
-            // early; the blocks they supersede are freed only after the second
-            // fence). No locked instruction here: one would wait for the drain.
+            // after the fences. The caller holds the state lock, so no caller of it
+            // sees the new state early; lock-free readers of the page index may see a
+            // grown size a little before the tail is durable (as during a concurrent
+            // append), never a page they do not hold the range lock of. The blocks the
+            // entries supersede are freed only after the second fence. (Locked
+            // instructions wait for the drain: apply has none on its common path.)
             for ((st, entries), s) in parts.iter_mut().zip(&staged) {
                 st.log.commit(s);
                 for (e, &off) in entries.iter().zip(&s.offsets) {
