@@ -136,9 +136,15 @@ impl FileCache {
     /// Drops the cached layout, once no read through it is in flight (the write
     /// lock waits for them); a layout being fetched meanwhile is not installed.
     fn drop_layout(&self) {
+        drop(self.drop_layout_locked());
+    }
+
+    /// `drop_layout`, returning the layout's write lock still held.
+    fn drop_layout_locked(&self) -> parking_lot::RwLockWriteGuard<'_, Option<Cached>> {
         let mut w = self.layout.write();
         self.gen.fetch_add(1, Ordering::AcqRel);
         *w = None;
+        w
     }
 
     /// Drops the cached layout before a commit of the file (as `drop_layout`)
@@ -147,9 +153,7 @@ impl FileCache {
     /// for after this drop, and the server recalls it as any other client's.
     /// (Without it the server would recall our own layout and wait for our answer.)
     pub(crate) fn drop_for_commit(&self) -> (u64, u64) {
-        let mut w = self.layout.write();
-        self.gen.fetch_add(1, Ordering::AcqRel);
-        *w = None;
+        let _w = self.drop_layout_locked();
         // Read under the write lock: a grant recorded after it is installed only
         // if it was asked for after the `gen` bump (so after this drop).
         *self.granted.lock()

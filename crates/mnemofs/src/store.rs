@@ -37,6 +37,17 @@ pub(crate) struct Store {
     hook: Arc<dyn FreeHook>,
 }
 
+/// The DRAM side of a commit: each inode's log takes its staged entries and its
+/// state applies them; the blocks they made unreachable go to `freed`.
+fn apply_staged(parts: &mut [(&mut InodeState, Vec<Entry>)], staged: &[Staged], freed: &mut Runs) {
+    for ((st, entries), s) in parts.iter_mut().zip(staged) {
+        st.log.commit(s);
+        for (e, &off) in entries.iter().zip(&s.offsets) {
+            freed.extend(st.apply(off, e));
+        }
+    }
+}
+
 impl Store {
     /// The context over `vol`, freeing data blocks through `hook`.
     pub fn new(vol: Arc<Vol>, geo: Geometry, space: Space, hook: Arc<dyn FreeHook>) -> Store {
@@ -100,12 +111,7 @@ impl Store {
             // append), never a page they do not hold the range lock of. The blocks the
             // entries supersede are freed only after the second fence. (Locked
             // instructions wait for the drain: apply has none on its common path.)
-            for ((st, entries), s) in parts.iter_mut().zip(&staged) {
-                st.log.commit(s);
-                for (e, &off) in entries.iter().zip(&s.offsets) {
-                    freed.extend(st.apply(off, e));
-                }
-            }
+            apply_staged(parts, &staged, &mut freed);
             // Fence: data pages and entries (bodies and commit marks) are durable
             // before the tail that exposes them.
             if !bugs::on(Bug::NoFenceBeforeTail) {
@@ -125,12 +131,7 @@ impl Store {
                 }
                 return Err(e);
             }
-            for ((st, entries), s) in parts.iter_mut().zip(&staged) {
-                st.log.commit(s);
-                for (e, &off) in entries.iter().zip(&s.offsets) {
-                    freed.extend(st.apply(off, e));
-                }
-            }
+            apply_staged(parts, &staged, &mut freed);
         }
         // Through the data plane's invalidation point: a small-write mode clears what
         // shadows the unmapped blocks before they can be reused.

@@ -213,8 +213,8 @@ impl DataPlane {
                     self.commit_write_held(&mut st, first, end, &runs, now)?;
                     return Ok(data.len());
                 }
-                Some(_) => inode.contended.store(CONTENDED_WRITES, Ordering::Relaxed),
-                None => inode.contended.store(CONTENDED_WRITES, Ordering::Relaxed),
+                // Another writer holds the lock or has an append in flight.
+                _ => inode.contended.store(CONTENDED_WRITES, Ordering::Relaxed),
             }
         }
         // Built outside the lock: a Write's size and mtime count by maximum
