@@ -4,7 +4,8 @@
 //!
 //! **Locked append** ([`LogState::stage`] + `Store::commit`), used by everything that
 //! holds the inode's state lock from start to end (namespace operations, setattr,
-//! fallocate, and data writes in the `inode` lock mode):
+//! fallocate, data writes in the `inode` lock mode, and in the `interval`/`segment`
+//! modes appends and the writes of a file that has one writer):
 //! 1. positions are taken from the DRAM tail; new pages are zeroed and linked;
 //! 2. each entry is stored with its **commit mark** — the first 8-byte word: tag, size
 //!    and the CRC of the rest of the entry — and flushed;
@@ -13,8 +14,9 @@
 //!    multi-inode operations), then a fence.
 //!
 //! **Concurrent append** ([`LogState::reserve`], [`write_reserved`],
-//! [`LogState::complete`]), used by data writes in the `interval` and `segment` lock
-//! modes, so that writers of disjoint ranges of one file log in parallel:
+//! [`LogState::complete`]), used by bounded data writes in the `interval` and
+//! `segment` lock modes while the file has other writers, so that writers of
+//! disjoint ranges of one file log in parallel:
 //! 1. *reserve* (state lock held for a few DRAM updates): slots after the DRAM tail;
 //!    a new log page is zeroed, linked and fenced right there (rare), so that any
 //!    writer's tail may point into it; the slots' pages are pinned against GC;

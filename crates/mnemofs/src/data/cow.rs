@@ -94,8 +94,10 @@ impl DataPlane {
             return self.write_concurrent(inode, off, data).map(|n| (off, n));
         }
         let now = Timespec::now();
-        // One state-lock section for the whole write (one writer per file in this
-        // mode, as NOVA's inode lock): taken before the data's non-temporal stores,
+        // One state-lock section for the whole write (one writer per file: the
+        // `inode` mode, as NOVA's inode lock, or an append in the range-lock modes,
+        // which locks the whole file, so no concurrent append is in flight): taken
+        // before the data's non-temporal stores,
         // since taking a lock (a locked instruction) after them would wait for them
         // to drain; the commit then does its DRAM bookkeeping while they drain
         // (`Store::commit`).
