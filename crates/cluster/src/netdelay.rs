@@ -3,10 +3,10 @@
 //! issue asked for `tc netem` between network namespaces; this machine's kernel is
 //! built without `sch_netem` (CONFIG_NET_SCH_NETEM is not set, so `tc qdisc add
 //! ... netem` answers "Specified qdisc kind is unknown"), so the delay is added in
-//! user space, on loopback. One thread per connection waits (`ppoll`, timer slack
-//! 1 ns) for bytes from either side or for the next chunk's due time, stamps what it
-//! reads with its due time and forwards chunks in order when due, never blocking on
-//! a destination that has no room; bandwidth is not limited. A wake-up overshoots
+//! user space, on loopback. One thread serves every connection: it waits (`ppoll`,
+//! timer slack 1 ns) for bytes from any side or for the next chunk's due time, stamps
+//! what it reads with its due time and forwards chunks in order when due, never
+//! blocking on a destination that has no room; bandwidth is not limited. A wake-up overshoots
 //! by the scheduler's latency, so the measured round trip is somewhat above the one
 //! asked for (docs/BENCHMARKS.md gives both). (Real-time priority for the thread was
 //! tried: it made the delay closer to the one asked for but every run slower, the
@@ -140,44 +140,71 @@ impl Dir {
     }
 }
 
-/// Relays one connection both ways, each chunk `delay` after it was read.
-fn relay(client: TcpStream, server: TcpStream, delay: Duration) -> std::io::Result<()> {
+/// One relayed connection: client to server, then server to client.
+struct Conn {
+    dirs: [Dir; 2],
+}
+
+impl Conn {
+    fn new(client: TcpStream, server: TcpStream) -> std::io::Result<Conn> {
+        let dir = |src: TcpStream, dst: TcpStream| Dir {
+            src,
+            dst,
+            queue: VecDeque::new(),
+            eof: false,
+            done: false,
+            blocked: false,
+            queued: 0,
+        };
+        Ok(Conn {
+            dirs: [
+                dir(client.try_clone()?, server.try_clone()?),
+                dir(server, client),
+            ],
+        })
+    }
+}
+
+/// Relays every connection accepted on `listener` to `target`, each chunk `delay`
+/// after it was read, until `stop` is set. One thread serves all connections: under
+/// load one wake-up forwards what several connections have due and reads what
+/// several have sent, where a thread per connection woke once for each (the proxy's
+/// CPU is taken from the server and clients it stands between).
+fn serve(
+    listener: TcpListener,
+    target: SocketAddr,
+    delay: Duration,
+    stop: &AtomicBool,
+) -> std::io::Result<()> {
     precise_timers();
-    let mut dirs = [
-        Dir {
-            src: client.try_clone()?,
-            dst: server.try_clone()?,
-            queue: VecDeque::new(),
-            eof: false,
-            done: false,
-            blocked: false,
-            queued: 0,
-        },
-        Dir {
-            src: server,
-            dst: client,
-            queue: VecDeque::new(),
-            eof: false,
-            done: false,
-            blocked: false,
-            queued: 0,
-        },
-    ];
+    listener.set_nonblocking(true)?;
+    let mut conns: Vec<Conn> = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
-    while !dirs.iter().all(|d| d.done) {
+    let mut fds: Vec<libc::pollfd> = Vec::new();
+    loop {
+        if stop.load(Ordering::Acquire) {
+            return Ok(());
+        }
         let now = Instant::now();
-        for d in dirs.iter_mut() {
+        for d in conns.iter_mut().flat_map(|c| c.dirs.iter_mut()) {
             d.forward(now);
         }
+        conns.retain(|c| !c.dirs.iter().all(|d| d.done));
         // A blocked direction waits for its destination's room, not its due time.
-        let next = dirs
+        let next = conns
             .iter()
+            .flat_map(|c| c.dirs.iter())
             .filter(|d| !d.blocked)
             .filter_map(|d| d.queue.front().map(|(due, _)| *due))
             .min();
-        let mut fds: Vec<libc::pollfd> = dirs
-            .iter()
-            .map(|d| libc::pollfd {
+        fds.clear();
+        fds.push(libc::pollfd {
+            fd: listener.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        for d in conns.iter().flat_map(|c| c.dirs.iter()) {
+            fds.push(libc::pollfd {
                 fd: if d.eof || d.queued >= MAX_QUEUED {
                     -1
                 } else {
@@ -185,16 +212,12 @@ fn relay(client: TcpStream, server: TcpStream, delay: Duration) -> std::io::Resu
                 },
                 events: libc::POLLIN,
                 revents: 0,
-            })
-            .chain(dirs.iter().map(|d| libc::pollfd {
+            });
+            fds.push(libc::pollfd {
                 fd: if d.blocked { d.dst.as_raw_fd() } else { -1 },
                 events: libc::POLLOUT,
                 revents: 0,
-            }))
-            .collect();
-        if next.is_none() && fds.iter().all(|f| f.fd < 0) {
-            // Both sources ended and nothing is queued: the loop ends above.
-            continue;
+            });
         }
         let wait = next.map(|due| due.saturating_duration_since(Instant::now()));
         let ts = wait.map(|w| libc::timespec {
@@ -219,13 +242,49 @@ fn relay(client: TcpStream, server: TcpStream, delay: Duration) -> std::io::Resu
             }
             return Err(e);
         }
-        for (d, f) in dirs.iter_mut().zip(&fds[..2]) {
-            if f.fd >= 0 && f.revents != 0 {
+        if stop.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        // Entries 1.. are two per direction, in the order of `conns`: its source's
+        // readability, then its destination's room (which the next `forward` uses).
+        for (d, f) in conns
+            .iter_mut()
+            .flat_map(|c| c.dirs.iter_mut())
+            .zip(fds[1..].chunks_exact(2))
+        {
+            if f[0].fd >= 0 && f[0].revents != 0 {
                 d.read(delay, &mut buf);
             }
         }
+        if fds[0].revents != 0 {
+            accept_all(&listener, target, &mut conns);
+        }
     }
-    Ok(())
+}
+
+/// Accepts what the listener has waiting, connecting each to `target`.
+fn accept_all(listener: &TcpListener, target: SocketAddr, conns: &mut Vec<Conn>) {
+    loop {
+        let client = match listener.accept() {
+            Ok((c, _)) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            // WouldBlock: none left; any other error: this connection is lost
+            // (its client sees the close), the proxy goes on.
+            Err(_) => return,
+        };
+        let Ok(server) = TcpStream::connect(target) else {
+            continue;
+        };
+        let ok = client.set_nonblocking(false).is_ok()
+            && client.set_nodelay(true).is_ok()
+            && server.set_nodelay(true).is_ok();
+        if !ok {
+            continue;
+        }
+        if let Ok(c) = Conn::new(client, server) {
+            conns.push(c);
+        }
+    }
 }
 
 impl DelayProxy {
@@ -243,20 +302,7 @@ impl DelayProxy {
         let thread = std::thread::Builder::new()
             .name("mnemofs-delay".into())
             .spawn(move || {
-                for c in l.incoming() {
-                    if st.load(Ordering::Acquire) {
-                        break;
-                    }
-                    let Ok(client) = c else { continue };
-                    let Ok(server) = TcpStream::connect(target) else {
-                        continue;
-                    };
-                    let _ = client.set_nodelay(true);
-                    let _ = server.set_nodelay(true);
-                    let _ = std::thread::Builder::new()
-                        .name("mnemofs-delay".into())
-                        .spawn(move || relay(client, server, one_way));
-                }
+                let _ = serve(l, target, one_way, &st);
             })?;
         Ok(DelayProxy {
             addr,
@@ -274,7 +320,7 @@ impl DelayProxy {
 impl Drop for DelayProxy {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
-        // Wakes the accept loop so that it sees the flag.
+        // Wakes the proxy's wait so that it sees the flag.
         let _ = TcpStream::connect(self.addr);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -316,6 +362,55 @@ mod tests {
         let mut got = vec![0u8; msg.len()];
         c.read_exact(&mut got).unwrap();
         assert_eq!(got, msg);
+    }
+
+    #[test]
+    fn connections_at_once_each_get_their_own_bytes() {
+        // One proxy thread serves every connection: eight at once, each echoed by
+        // its own server thread, each must get back exactly what it sent.
+        let echo = TcpListener::bind("127.0.0.1:0").unwrap();
+        let target = echo.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for s in echo.incoming() {
+                let Ok(mut s) = s else { break };
+                std::thread::spawn(move || {
+                    let mut b = [0u8; 4096];
+                    loop {
+                        match s.read(&mut b) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => s.write_all(&b[..n]).unwrap(),
+                        }
+                    }
+                });
+            }
+        });
+        let p = DelayProxy::start(
+            "127.0.0.1:0".parse().unwrap(),
+            target,
+            Duration::from_micros(200),
+        )
+        .unwrap();
+        let addr = p.addr();
+        let clients: Vec<_> = (0..8u32)
+            .map(|k| {
+                std::thread::spawn(move || {
+                    let mut c = TcpStream::connect(addr).unwrap();
+                    c.set_nodelay(true).unwrap();
+                    for round in 0..50u32 {
+                        let msg: Vec<u8> = (0..1000u32)
+                            .map(|i| (i.wrapping_mul(k + 1).wrapping_add(round) % 251) as u8)
+                            .collect();
+                        c.write_all(&msg).unwrap();
+                        let mut got = vec![0u8; msg.len()];
+                        c.read_exact(&mut got).unwrap();
+                        assert_eq!(got, msg, "connection {k} round {round}");
+                    }
+                })
+            })
+            .collect();
+        for c in clients {
+            c.join().unwrap();
+        }
     }
 
     #[test]
