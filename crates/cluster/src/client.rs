@@ -619,6 +619,19 @@ impl Inner {
         }
     }
 
+    /// The file's size from its cached layout, counting this client's own writes
+    /// not yet committed (as a read does); `None` without a cached layout. Current:
+    /// every call that changes the size from another client (a commit, a
+    /// truncation, an allocation) recalls this layout before it applies, and the
+    /// recall waits for the layout's lock, held here.
+    fn cached_size(fc: &FileCache) -> Option<u64> {
+        let g = fc.layout.read();
+        let l = g.as_ref()?;
+        let p = fc.pending.lock();
+        let own = !p.overlay.is_empty() || !p.extents.is_empty() || p.inflight > 0;
+        Some(if own { l.size.max(p.end) } else { l.size })
+    }
+
     pub(crate) fn file(self: &Arc<Self>, ino: Ino) -> Arc<FileCache> {
         self.files.lock().entry(ino).or_default().clone()
     }
@@ -1468,7 +1481,10 @@ impl FileSystem for Client {
     fn append(&self, ino: Ino, data: &[u8]) -> Result<u64> {
         let fc = self.inner.file(ino);
         let _one = fc.write.lock();
-        let size = self.getattr(ino)?.size;
+        let size = match Inner::cached_size(&fc) {
+            Some(s) => s,
+            None => self.getattr(ino)?.size,
+        };
         self.inner.write_locked(ino, size, data)?;
         Ok(size)
     }
@@ -1541,10 +1557,10 @@ impl FileSystem for Client {
 
     /// Returns once every write of the file before it is committed on the server
     /// (delayed commit: sent now if still queued), with the error of one that
-    /// failed; then the server checks the file.
+    /// failed. Nothing else is asked of the server: it answers a commit only once
+    /// the commit is durable, and every namespace call once its change is.
     fn fsync(&self, ino: Ino) -> Result<()> {
-        self.inner.flush(ino)?;
-        self.inner.unit(MetaReq::Fsync { ino: self.m(ino) })
+        self.inner.flush(ino)
     }
 
     /// Synchronous commits: yes. Delayed commits: no (fsync and close call in).

@@ -479,3 +479,57 @@ fn a_clients_own_commit_does_not_recall_its_own_layout() {
         assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
     }
 }
+
+#[test]
+fn an_append_takes_the_size_from_a_current_layout() {
+    for mode in [CommitMode::Sync, CommitMode::Delayed] {
+        let (_dir, devs, mds) = server(Duration::from_millis(400), 64);
+        let a = client_with(mds.addr(), &devs, mode);
+        let b = client_with(mds.addr(), &devs, mode);
+        // Namespace and attribute calls a client has sent.
+        let meta = |c: &Client| {
+            let s = c.stats();
+            s.rpcs - s.commit_rpcs - s.layout_rpcs - s.delegations
+        };
+        let read_all = |c: &Client, f| {
+            let mut got = vec![0u8; 8192];
+            let n = c.read(f, 0, &mut got).unwrap();
+            got.truncate(n);
+            got
+        };
+
+        let f = a.create(ROOT_INO, b"log", 0o644, 0, 0).unwrap().ino;
+        let mut model = pattern(3, 1000);
+        a.write(f, 0, &model).unwrap();
+        a.fsync(f).unwrap();
+        // Both read the file, so both hold a layout of it.
+        assert_eq!(read_all(&a, f), model);
+        assert_eq!(read_all(&b, f), model);
+
+        // B appends from its layout's size and commits: A's layout is recalled.
+        let m0 = meta(&b);
+        assert_eq!(b.append(f, &pattern(4, 50)).unwrap(), 1000, "{mode:?}");
+        assert_eq!(
+            meta(&b),
+            m0,
+            "{mode:?}: B's append asked the server its size"
+        );
+        b.fsync(f).unwrap();
+        model.extend(pattern(4, 50));
+
+        // A's layout went with the recall: its append asks, and lands after B's.
+        assert_eq!(a.append(f, &pattern(5, 100)).unwrap(), 1050, "{mode:?}");
+        model.extend(pattern(5, 100));
+        // Its own uncommitted bytes count in the next append's size.
+        assert_eq!(a.append(f, &pattern(6, 10)).unwrap(), 1150, "{mode:?}");
+        model.extend(pattern(6, 10));
+        a.fsync(f).unwrap();
+        assert_eq!(read_all(&b, f), model, "{mode:?}: B reads every append");
+        assert_eq!(read_all(&a, f), model, "{mode:?}: A reads every append");
+
+        a.close().unwrap();
+        b.close().unwrap();
+        mds.shutdown().unwrap();
+        assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
+    }
+}
