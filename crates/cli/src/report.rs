@@ -25,7 +25,7 @@ fn percent(part: u64, whole: u64) -> String {
 pub fn render_stats(what: &str, v: &Value) -> String {
     let bs = u(v, "block_size").max(1);
     let data = u(v, "data_blocks");
-    let free = u(v, "free_blocks");
+    let free = u(v, "free_blocks").saturating_add(u(v, "spare_blocks"));
     let used = data.saturating_sub(free);
     let per_cpu: Vec<String> = v
         .get("free_blocks_per_cpu")
@@ -63,7 +63,12 @@ pub fn render_stats(what: &str, v: &Value) -> String {
         format_bytes(data.saturating_mul(bs)),
         percent(free, data),
     );
-    let _ = writeln!(o, "  free per CPU  [{}] blocks", per_cpu.join(", "));
+    let _ = writeln!(
+        o,
+        "  free per CPU  [{}] blocks, and {} kept as files' spares",
+        per_cpu.join(", "),
+        u(v, "spare_blocks")
+    );
     let devices = v
         .get("devices")
         .and_then(Value::as_array)
@@ -216,6 +221,7 @@ mod tests {
             total_blocks: 16384,
             data_blocks: 16000,
             free_blocks: 15000,
+            spare_blocks: 0,
             free_blocks_per_cpu: vec![7500, 7500],
             devices: Vec::new(),
             placement: "local".into(),

@@ -427,6 +427,14 @@ pub fn seq1() -> Vec<Vec<Op>> {
         acl("foo", [6, 6, 4, 6, 0]),
         Op::Chmod(s("foo"), 0o751),
     ]);
+    // A page overwritten three times, one page each: the first keeps the block it
+    // supersedes as the file's spare, the next write into the spare (the last in
+    // part, merged) and keep the block each supersedes (`DataPlane::blocks_for`).
+    v.push(vec![
+        w("foo", 0, 4096, 60),
+        w("foo", 0, 4096, 61),
+        w("foo", 100, 50, 62),
+    ]);
     v
 }
 

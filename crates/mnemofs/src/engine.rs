@@ -259,6 +259,8 @@ impl Fs {
         // small writes go to the log.
         self.data.stop();
         self.data.persist_lazy_times(&self.table);
+        // The files' spare blocks are free space: into the saved free list.
+        self.data.return_spares(true);
         let s = &*self.store;
         let runs = s.space.extents();
         if crate::freelist::save_freelist(&s.vol, &s.geo, &runs) {
@@ -614,6 +616,7 @@ impl Fs {
             total_blocks: s.geo.total_blocks,
             data_blocks: s.geo.data_blocks(),
             free_blocks: s.space.free_blocks(),
+            spare_blocks: s.space.spares(),
             free_blocks_per_cpu: s.space.per_cpu_free(),
             devices: self.device_stats(),
             placement: s.space.placement().mode().name().to_string(),

@@ -88,6 +88,10 @@ pub(crate) struct InodeState {
     /// Lock-free mirror of `pages` and `size` for the read path (`index` module);
     /// kept in step by every change below.
     pub index: std::sync::Arc<PageIndex>,
+    /// A block this file's last one-page overwrite superseded, kept (DRAM only) for
+    /// its next one instead of going back to the allocator: free space, no page of
+    /// any file (the data plane's `spares`; docs/FORMAT.md §3).
+    pub spare: Option<u64>,
 }
 
 impl InodeState {
@@ -95,6 +99,7 @@ impl InodeState {
         InodeState {
             ino,
             kind,
+            spare: None,
             mode: kind.mode_bits(),
             uid: 0,
             gid: 0,
@@ -459,6 +464,9 @@ pub(crate) struct Inode {
     /// The small-write mode has registered this inode (LAWN: with its write-back
     /// thread, once per `Inode`); set by the data plane, never reset.
     pub smallwrite_registered: std::sync::atomic::AtomicBool,
+    /// The data plane's list of files that may hold a spare block has this one (set
+    /// once, with the first spare; never reset).
+    pub spare_registered: std::sync::atomic::AtomicBool,
     /// Writes of this file in the `interval`/`segment` modes that must still take
     /// the concurrent append (another writer of the file was seen recently): set
     /// when a writer finds the state lock taken, counted down by uncontended
@@ -478,6 +486,7 @@ impl Inode {
             opens: AtomicU32::new(0),
             lookups: AtomicU64::new(0),
             smallwrite_registered: std::sync::atomic::AtomicBool::new(false),
+            spare_registered: std::sync::atomic::AtomicBool::new(false),
             contended: AtomicU32::new(0),
         }
     }

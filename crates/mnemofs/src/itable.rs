@@ -215,6 +215,10 @@ impl InodeTable {
         for &p in &st.log.pages {
             runs.push((p, 1));
         }
+        if let Some(b) = st.spare.take() {
+            runs.push((b, 1));
+            store.space.spare_gone();
+        }
         st.pages.clear();
         st.log.pages.clear();
         drop(st);

@@ -80,6 +80,19 @@ impl Store {
         parts: &mut [(&mut InodeState, Vec<Entry>)],
         extra: &[(PmOff, u64)],
     ) -> Result<()> {
+        self.commit_keeping(parts, extra, false).map(|_| ())
+    }
+
+    /// [`commit`](Self::commit); with `keep`, a single block the entries
+    /// superseded is not given back to the allocator but returned (through the
+    /// invalidation point already, and after the commit's last fence, so it is free
+    /// to be written), for the caller to keep as the file's spare.
+    pub(crate) fn commit_keeping(
+        &self,
+        parts: &mut [(&mut InodeState, Vec<Entry>)],
+        extra: &[(PmOff, u64)],
+        keep: bool,
+    ) -> Result<Option<u64>> {
         let mut staged: smallvec::SmallVec<[Staged; 2]> = smallvec::SmallVec::new();
         for (st, entries) in parts.iter() {
             match st.log.stage(&self.vol, &self.space, st.ino, entries) {
@@ -134,12 +147,23 @@ impl Store {
             apply_staged(parts, &staged, &mut freed);
         }
         // Through the data plane's invalidation point: a small-write mode clears what
-        // shadows the unmapped blocks before they can be reused.
-        self.free_data(&freed);
+        // shadows the unmapped blocks before they can be reused. (A kept block passes
+        // it too; keeping it takes no locked instruction, which would wait here for
+        // the drain of the commit's stores.)
+        let kept = match freed.as_slice() {
+            &[(b, 1)] if keep => {
+                self.hook.before_free(&self.vol, &freed);
+                Some(b)
+            }
+            _ => {
+                self.free_data(&freed);
+                None
+            }
+        };
         for (st, _) in parts.iter_mut() {
             self.gc(st);
         }
-        Ok(())
+        Ok(kept)
     }
 
     /// Log GC after a commit: fast GC always, thorough GC when the log is mostly dead.
@@ -183,6 +207,7 @@ impl Store {
         }
         let mut ns = InodeState::new(st.ino, st.kind);
         ns.generation = st.generation;
+        ns.spare = st.spare.take();
         // Same mapping, same lock-free index (readers may be using it right now).
         ns.index = st.index.clone();
         ns.parent = st.parent;

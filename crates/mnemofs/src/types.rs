@@ -596,8 +596,12 @@ pub struct FsStats {
     pub total_blocks: u64,
     /// Blocks of the data area.
     pub data_blocks: u64,
-    /// Free data blocks.
+    /// Free data blocks (in the allocator).
     pub free_blocks: u64,
+    /// Free blocks kept as files' spares (`statfs` counts them free; a file's next
+    /// one-page overwrite takes its spare instead of the allocator's).
+    #[serde(default)]
+    pub spare_blocks: u64,
     /// Free blocks per CPU allocator.
     pub free_blocks_per_cpu: Vec<u64>,
     /// The volume's devices, in index order, with their space.

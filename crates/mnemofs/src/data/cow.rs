@@ -40,6 +40,11 @@ fn lock_briefly(inode: &Inode) -> parking_lot::MutexGuard<'_, InodeState> {
 /// append before a writer alone takes the locked append again.
 const CONTENDED_WRITES: u32 = 1024;
 
+/// A superseded block is kept as a file's spare only while this many blocks are
+/// available to data writes (4 MiB, or an eighth of a smaller data area): near a
+/// full device they go back at once.
+const SPARE_MIN_FREE: u64 = 1024;
+
 /// fallocate flags (linux/falloc.h).
 const FALLOC_FL_KEEP_SIZE: i32 = 0x01;
 const FALLOC_FL_PUNCH_HOLE: i32 = 0x02;
@@ -114,9 +119,9 @@ impl DataPlane {
         let old = Self::partial_pages(&st.index, off, end);
         let first = page_of(off);
         let last = page_of(end - 1);
-        let runs = self.store.space.alloc(last - first + 1, false)?;
+        let (runs, took) = self.blocks_for(&mut st, last - first + 1)?;
         self.copy_in(inode.ino, &runs, off, data, old);
-        self.commit_write_held(&mut st, first, end, &runs, now)?;
+        self.commit_write_spare(inode, &mut st, first, end, &runs, took, now)?;
         Ok((off, data.len()))
     }
 
@@ -178,7 +183,7 @@ impl DataPlane {
     /// and reserves the log slots; data, entries and the commit mark are written
     /// outside it (concurrent append protocol, `log` module), and a second short
     /// section applies the result.
-    fn write_concurrent(&self, inode: &Inode, off: u64, data: &[u8]) -> Result<usize> {
+    fn write_concurrent(&self, inode: &Arc<Inode>, off: u64, data: &[u8]) -> Result<usize> {
         if data.is_empty() {
             let st = inode.state.lock();
             regular(&st, FsError::Invalid("write to a special file"))?;
@@ -190,7 +195,6 @@ impl DataPlane {
         }
         let first = page_of(off);
         let last = page_of(end - 1);
-        let runs = self.store.space.alloc(last - first + 1, false)?;
         let now = Timespec::now();
         // A writer alone with the file (the state lock free, no append in flight,
         // no other writer seen lately) takes the locked append, as the `inode` mode:
@@ -206,19 +210,20 @@ impl DataPlane {
         if inode.contended.load(Ordering::Relaxed) == 0 && !interleave::hooked() {
             match inode.state.try_lock() {
                 Some(mut st) if st.log.inflight == 0 => {
-                    if let Err(e) = regular(&st, FsError::Invalid("write to a special file")) {
-                        self.store.space.free_runs(&runs);
-                        return Err(e);
-                    }
+                    regular(&st, FsError::Invalid("write to a special file"))?;
+                    // (Allocated under the state lock, as in the `inode` mode: a
+                    // one-page write takes the file's spare block, if it has one.)
+                    let (runs, took) = self.blocks_for(&mut st, last - first + 1)?;
                     let old = Self::partial_pages(&inode.index, off, end);
                     self.copy_in(inode.ino, &runs, off, data, old);
-                    self.commit_write_held(&mut st, first, end, &runs, now)?;
+                    self.commit_write_spare(inode, &mut st, first, end, &runs, took, now)?;
                     return Ok(data.len());
                 }
                 // Another writer holds the lock or has an append in flight.
                 _ => inode.contended.store(CONTENDED_WRITES, Ordering::Relaxed),
             }
         }
+        let runs = self.store.space.alloc(last - first + 1, false)?;
         // Built outside the lock: a Write's size and mtime count by maximum
         // (`InodeState::apply`), so its own end and the time now are enough.
         let entries = Self::write_entries(first, &runs, end, now);
@@ -324,6 +329,131 @@ impl DataPlane {
             return Err(e);
         }
         Ok(())
+    }
+
+    /// Blocks for `n` pages of a write that holds the file's state lock: the file's
+    /// spare block for one page (and whether it was taken), else the allocator's.
+    fn blocks_for(&self, st: &mut InodeState, n: u64) -> Result<(crate::space::Runs, bool)> {
+        if n == 1 {
+            if let Some(b) = st.spare.take() {
+                return Ok((smallvec::smallvec![(b, 1)], true));
+            }
+        }
+        Ok((self.store.space.alloc(n, false)?, false))
+    }
+
+    /// [`commit_write_held`](Self::commit_write_held) for blocks from
+    /// [`blocks_for`](Self::blocks_for) (`took`: the spare): a single block the
+    /// write supersedes becomes the file's spare instead of going back to the
+    /// allocator, so a file overwritten page by page takes no allocator lock. That
+    /// lock is a locked instruction, which here, after the commit's fences, waited
+    /// for the non-temporal stores to drain before anything else could go on; a
+    /// spare is kept with plain stores under the state lock. Persistence is the
+    /// same: the block was superseded by a durable commit (the tail fenced) and
+    /// passed the invalidation point before it is written again.
+    #[allow(clippy::too_many_arguments)]
+    fn commit_write_spare(
+        &self,
+        inode: &Arc<Inode>,
+        st: &mut InodeState,
+        first: u64,
+        end: u64,
+        runs: &[Run],
+        took: bool,
+        now: Timespec,
+    ) -> Result<()> {
+        let fail = |e| {
+            self.store.space.free_runs(runs);
+            if took {
+                self.store.space.spare_gone();
+            }
+            Err(e)
+        };
+        if st.dead {
+            return fail(FsError::NotFound);
+        }
+        let entries = Self::write_entries(first, runs, st.size.max(end), now);
+        self.note_writers(1);
+        let keep = self.spares_on;
+        match self
+            .store
+            .commit_keeping(&mut [(&mut *st, entries)], &[], keep)
+        {
+            Err(e) => fail(e),
+            Ok(kept) => {
+                self.settle_spare(inode, st, took, kept);
+                Ok(())
+            }
+        }
+    }
+
+    /// After a commit: `kept` (the single block it superseded, if kept) becomes the
+    /// file's spare, or goes back to the allocator when the file has one or free
+    /// space is short; `took`: the write used the spare (the count follows).
+    fn settle_spare(&self, inode: &Arc<Inode>, st: &mut InodeState, took: bool, kept: Option<u64>) {
+        let space = &self.store.space;
+        match kept {
+            Some(b)
+                if st.spare.is_none()
+                    && (took
+                        || space.available()
+                            >= SPARE_MIN_FREE.min(self.store.geo.data_blocks() / 8)) =>
+            {
+                st.spare = Some(b);
+                if !took {
+                    space.spare_kept();
+                    if !inode.spare_registered.load(Ordering::Relaxed)
+                        && !inode.spare_registered.swap(true, Ordering::AcqRel)
+                    {
+                        let mut v = self.spares.lock();
+                        // Files freed since leave their entries: dropped when the
+                        // list has doubled.
+                        if v.len() >= 64 && v.len().is_power_of_two() {
+                            v.retain(|w| w.strong_count() > 0);
+                        }
+                        v.push(Arc::downgrade(inode));
+                    }
+                }
+            }
+            Some(b) => {
+                space.free_run(b, 1);
+                if took {
+                    space.spare_gone();
+                }
+            }
+            None if took => space.spare_gone(),
+            None => {}
+        }
+    }
+
+    /// Gives the files' spare blocks back to the allocator; how many. `wait`: also
+    /// of files whose state lock is taken (no caller may hold one); else those are
+    /// passed over.
+    pub(crate) fn return_spares(&self, wait: bool) -> u64 {
+        if self.store.space.spares() == 0 {
+            return 0;
+        }
+        let files: Vec<Arc<Inode>> = self
+            .spares
+            .lock()
+            .iter()
+            .filter_map(|w| w.upgrade())
+            .collect();
+        let mut n = 0;
+        for inode in files {
+            let st = if wait {
+                Some(inode.state.lock())
+            } else {
+                inode.state.try_lock()
+            };
+            let Some(mut st) = st else { continue };
+            if let Some(b) = st.spare.take() {
+                self.store.space.spare_gone();
+                self.store.space.free_run(b, 1);
+                n += 1;
+            }
+        }
+        n
     }
 
     /// Commits a data write (whose data is already stored) with the concurrent append

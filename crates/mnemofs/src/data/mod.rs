@@ -142,6 +142,13 @@ pub(crate) struct DataPlane {
     /// completing, at once (shows whether a frontend delivers writes to one file in
     /// parallel).
     writers_max: AtomicU64,
+    /// Files that may hold a spare block (`InodeState::spare`; registered once,
+    /// with their first), for giving the spares back: when a write finds no space,
+    /// and at unmount.
+    spares: parking_lot::Mutex<Vec<std::sync::Weak<Inode>>>,
+    /// Files keep spares: a volume of one device (on several, every allocation
+    /// goes where the placement says).
+    spares_on: bool,
 }
 
 impl DataPlane {
@@ -169,7 +176,6 @@ impl DataPlane {
         opts: &MountOptions,
     ) -> DataPlane {
         DataPlane {
-            store,
             small,
             rcache,
             lock: opts.lock,
@@ -178,6 +184,9 @@ impl DataPlane {
             times: LazyTimes::default(),
             atime: opts.atime,
             writers_max: AtomicU64::new(0),
+            spares: parking_lot::Mutex::new(Vec::new()),
+            spares_on: store.space.placement().devices() == 1,
+            store,
         }
     }
 
@@ -321,18 +330,22 @@ impl DataPlane {
     /// Gives LAWN zone chunks back until `blocks` more blocks are available (or none
     /// is left); whether any came back. The caller holds no page lock.
     pub fn reclaim(&self, blocks: u64) -> bool {
-        match &self.small {
+        let spares = self.return_spares(false) > 0;
+        let zone = match &self.small {
             SmallWrite::Lawn(l) => l.reclaim(&self.store, blocks),
             _ => false,
-        }
+        };
+        spares || zone
     }
 
-    /// Blocks the LAWN zone's chunks hold (given back on demand: free to `statfs`).
+    /// Blocks given back on demand (free to `statfs`): the LAWN zone's chunks and
+    /// the files' spare blocks.
     pub fn reclaimable_blocks(&self) -> u64 {
-        match &self.small {
+        let zone = match &self.small {
             SmallWrite::Lawn(l) => l.core.chunk_blocks(),
             _ => 0,
-        }
+        };
+        zone.saturating_add(self.store.space.spares())
     }
 
     fn write_once(

@@ -43,6 +43,9 @@ pub(crate) struct Space {
     /// pass over it until a block on it is freed.
     dev_free: Vec<AtomicU64>,
     reserve: u64,
+    /// Blocks kept as files' spares (`InodeState::spare`): free space outside the
+    /// allocator, counted here for `statfs`, given back on demand.
+    spares: AtomicU64,
 }
 
 /// A run of contiguous blocks.
@@ -166,7 +169,26 @@ impl Space {
                 .collect(),
             placement,
             reserve: (geo.data_blocks() / 100).clamp(8, META_RESERVE_MAX),
+            spares: AtomicU64::new(0),
         }
+    }
+
+    /// Blocks kept as files' spares now.
+    pub fn spares(&self) -> u64 {
+        self.spares.load(Ordering::Relaxed)
+    }
+
+    /// A block left the allocator's accounting to be kept as a file's spare.
+    pub fn spare_kept(&self) {
+        self.spares.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A spare was written as a page, or given back ([`free_run`](Self::free_run)
+    /// counts it free again).
+    pub fn spare_gone(&self) {
+        let _ = self
+            .spares
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
     }
 
     /// Free blocks of each device.
