@@ -627,9 +627,15 @@ impl Inner {
     fn cached_size(fc: &FileCache) -> Option<u64> {
         let g = fc.layout.read();
         let l = g.as_ref()?;
-        let p = fc.pending.lock();
-        let own = !p.overlay.is_empty() || !p.extents.is_empty() || p.inflight > 0;
-        Some(if own { l.size.max(p.end) } else { l.size })
+        let mut p = fc.pending.lock();
+        if !p.overlay.is_empty() || !p.extents.is_empty() || p.inflight > 0 {
+            return Some(l.size.max(p.end));
+        }
+        // Nothing of ours pending or in flight: the end of our earlier writes is
+        // settled (as `own_size` does), and the current layout has the size (it may
+        // be smaller: the file was cut since).
+        p.end = 0;
+        Some(l.size)
     }
 
     pub(crate) fn file(self: &Arc<Self>, ino: Ino) -> Arc<FileCache> {

@@ -527,6 +527,24 @@ fn an_append_takes_the_size_from_a_current_layout() {
         assert_eq!(read_all(&b, f), model, "{mode:?}: B reads every append");
         assert_eq!(read_all(&a, f), model, "{mode:?}: A reads every append");
 
+        // B cuts the file (A's layout is recalled); A reads it empty and appends
+        // twice: the end of A's earlier writes no longer counts.
+        b.setattr(
+            f,
+            &mnemofs::SetAttr {
+                size: Some(0),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(read_all(&a, f).is_empty(), "{mode:?}");
+        assert_eq!(a.append(f, &pattern(7, 10)).unwrap(), 0, "{mode:?}");
+        assert_eq!(a.append(f, &pattern(8, 10)).unwrap(), 10, "{mode:?}");
+        a.fsync(f).unwrap();
+        let mut cut = pattern(7, 10);
+        cut.extend(pattern(8, 10));
+        assert_eq!(read_all(&b, f), cut, "{mode:?}: B reads both appends");
+
         a.close().unwrap();
         b.close().unwrap();
         mds.shutdown().unwrap();
