@@ -262,7 +262,9 @@ fn serve(
     }
 }
 
-/// Accepts what the listener has waiting, connecting each to `target`.
+/// Accepts what the listener has waiting, connecting each to `target` (from the
+/// serving thread: on loopback a connect is answered at once, unless the target's
+/// backlog is full).
 fn accept_all(listener: &TcpListener, target: SocketAddr, conns: &mut Vec<Conn>) {
     loop {
         let client = match listener.accept() {
