@@ -719,6 +719,58 @@ impl Inner {
         Err(io(std::io::ErrorKind::TimedOut, "layout kept changing"))
     }
 
+    /// Opens `ino` (`served`: its number on the server) and, unless a layout of it
+    /// is cached, takes the layout of its first pages in the same call (the read
+    /// that usually follows needs no call of its own), installed as `with_layout`
+    /// installs one.
+    fn open_with_layout(self: &Arc<Self>, ino: Ino, served: Ino) -> Result<()> {
+        let fc = self.file(ino);
+        if fc.layout.read().is_some() {
+            return self.unit(MetaReq::Open { ino: served });
+        }
+        let gen = fc.gen.load(Ordering::Acquire);
+        let client = self.session.read().client;
+        let r = self.meta(MetaReq::OpenLayout {
+            ino: served,
+            first: 0,
+            n: 1024,
+        })?;
+        let (l, grant) = match r {
+            MetaReply::Layout {
+                size,
+                first,
+                blocks,
+                grant,
+            } => (
+                Cached {
+                    size,
+                    first,
+                    blocks,
+                },
+                grant,
+            ),
+            MetaReply::Unit => return Ok(()),
+            _ => {
+                return Err(io(
+                    std::io::ErrorKind::InvalidData,
+                    "metadata server: unexpected reply",
+                ))
+            }
+        };
+        // A grant is kept only by the session it was made to (`meta` opens another
+        // when the first is gone): else the layout is not used.
+        if self.session.read().client != client {
+            return Ok(());
+        }
+        let mut w = fc.layout.write();
+        // As in `with_layout`: recorded before the check, under the layout's lock.
+        fc.note_grant(client, grant);
+        if fc.gen.load(Ordering::Acquire) == gen && w.is_none() {
+            *w = Some(l);
+        }
+        Ok(())
+    }
+
     /// Drops the cached layout of `ino`.
     pub(crate) fn invalidate(self: &Arc<Self>, ino: Ino) {
         let fc = self.files.lock().get(&ino).cloned();
@@ -1513,7 +1565,7 @@ impl FileSystem for Client {
         if self.inner.claim_created(self.m(ino)) {
             return Ok(());
         }
-        self.inner.unit(MetaReq::Open { ino: self.m(ino) })
+        self.inner.open_with_layout(ino, self.m(ino))
     }
 
     /// Does not wait for the file's commits (as in the paper); returns the error

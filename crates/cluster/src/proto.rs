@@ -152,6 +152,13 @@ pub enum MetaReq {
     Open {
         ino: Ino,
     },
+    /// `Open`, and the layout of pages `[first, first + n)` with it (as `Layout`
+    /// gives it, for the read that usually follows an open): one round trip.
+    OpenLayout {
+        ino: Ino,
+        first: u64,
+        n: u64,
+    },
     Release {
         ino: Ino,
     },
@@ -186,6 +193,14 @@ pub enum MetaReply {
     Bytes(Vec<u8>),
     Dir(Vec<DirEntry>),
     Statfs(StatFs),
+    /// `OpenLayout`: the file is open, and its layout (`LayoutReply::Ok`'s fields).
+    /// A file without one (not a regular file) answers `Unit`.
+    Layout {
+        size: u64,
+        first: u64,
+        blocks: Vec<u64>,
+        grant: u64,
+    },
     /// The call failed with this errno (and the server's words for it).
     Err(i32, String),
 }

@@ -614,6 +614,40 @@ impl Inner {
                     }
                     unit(r)
                 }
+                MetaReq::OpenLayout { ino, first, n } => {
+                    if let Err(e) = fs.open(ino) {
+                        return unit(Err(e));
+                    }
+                    if !pin(|s| &mut s.opens, ino, 1) {
+                        let _ = self.drop_pins(Pins::open(ino, 1)).await;
+                        return gone();
+                    }
+                    // The file's lock is taken inside, as for a `Layout` call.
+                    let l = self
+                        .layout(LayoutReq {
+                            client,
+                            ino,
+                            first,
+                            n,
+                        })
+                        .await;
+                    match l {
+                        Ok(LayoutReply::Ok {
+                            size,
+                            first,
+                            blocks,
+                            grant,
+                        }) => MetaReply::Layout {
+                            size,
+                            first,
+                            blocks,
+                            grant,
+                        },
+                        // Open, without a layout (not a regular file, or the session
+                        // went meanwhile: the next call says so).
+                        _ => MetaReply::Unit,
+                    }
+                }
                 MetaReq::Release { ino } => {
                     // Only a pin this session holds.
                     match unpin(|s| &mut s.opens, ino, 1) {

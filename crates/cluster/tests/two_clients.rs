@@ -551,3 +551,49 @@ fn an_append_takes_the_size_from_a_current_layout() {
         assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
     }
 }
+
+#[test]
+fn an_open_brings_the_layout_its_read_uses() {
+    for mode in [CommitMode::Sync, CommitMode::Delayed] {
+        let (_dir, devs, mds) = server(Duration::from_millis(400), 64);
+        let a = client_with(mds.addr(), &devs, mode);
+        let b = client_with(mds.addr(), &devs, mode);
+        let f = a.create(ROOT_INO, b"read-me", 0o644, 0, 0).unwrap().ino;
+        let model = pattern(9, 3 * 4096 + 100);
+        a.write(f, 0, &model).unwrap();
+        a.fsync(f).unwrap();
+
+        // B opens the file: the open's reply carries the layout, so the read
+        // after it sends nothing.
+        assert_eq!(b.lookup(ROOT_INO, b"read-me").unwrap().ino, f);
+        b.open(f).unwrap();
+        let before = b.stats();
+        let mut got = vec![0u8; 8 * 4096];
+        assert_eq!(b.read(f, 0, &mut got).unwrap(), model.len(), "{mode:?}");
+        assert_eq!(&got[..model.len()], &model[..], "{mode:?}");
+        let after = b.stats();
+        assert_eq!(after.rpcs, before.rpcs, "{mode:?}: the read sent a call");
+
+        // A's next commit recalls that layout like any other: B reads the change.
+        a.write(f, 4096, b"changed").unwrap();
+        a.fsync(f).unwrap();
+        let mut got = vec![0u8; 8 * 4096];
+        assert_eq!(b.read(f, 0, &mut got).unwrap(), model.len(), "{mode:?}");
+        assert_eq!(
+            &got[4096..4096 + 7],
+            b"changed",
+            "{mode:?}: a stale layout was read"
+        );
+        b.release(f).unwrap();
+
+        // An open of a directory (no layout) is an open all the same.
+        let d = a.mkdir(ROOT_INO, b"dir", 0o755, 0, 0).unwrap().ino;
+        b.open(d).unwrap();
+        b.release(d).unwrap();
+
+        a.close().unwrap();
+        b.close().unwrap();
+        mds.shutdown().unwrap();
+        assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
+    }
+}
