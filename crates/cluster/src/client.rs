@@ -771,6 +771,31 @@ impl Inner {
         Ok(())
     }
 
+    /// Installs the layout a create of `ino` brought (granted `grant` to session
+    /// `client`), unless a recall came since `recalls` (recalls answered before the
+    /// call): the file had no cache entry for a recall to find, so any recall counts.
+    /// A recall after the check finds the entry made here and drops the layout.
+    fn install_created_layout(
+        self: &Arc<Self>,
+        ino: Ino,
+        client: u64,
+        grant: u64,
+        recalls: u64,
+        l: Cached,
+    ) {
+        if self.session.read().client != client {
+            return;
+        }
+        let fc = self.file(ino);
+        let mut w = fc.layout.write();
+        fc.note_grant(client, grant);
+        // (`on_recall` counts before it looks for the file's entry, under the
+        // table's lock, which `file` took after it.)
+        if self.c.recalls.load(Ordering::Acquire) == recalls && w.is_none() {
+            *w = Some(l);
+        }
+    }
+
     /// Drops the cached layout of `ino`.
     pub(crate) fn invalidate(self: &Arc<Self>, ino: Ino) {
         let fc = self.files.lock().get(&ino).cloned();
@@ -1390,8 +1415,13 @@ impl FileSystem for Client {
 
     /// The new file comes pinned for this client: the open that follows a
     /// create (FUSE's create, a benchmark's) takes that pin instead of a call.
+    /// Its layout comes with it too (`MetaReply::Created`), for its first write.
     fn create(&self, parent: Ino, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
-        let a = self.attr(MetaReq::Create {
+        // Before the call: a recall that comes while the answer is on its way may be
+        // of this very file, for which no cache entry exists yet (see `on_recall`).
+        let recalls = self.inner.c.recalls.load(Ordering::Acquire);
+        let client = self.inner.session_client();
+        let r = self.inner.meta(MetaReq::Create {
             parent: self.m(parent),
             name: name.to_vec(),
             mode,
@@ -1399,6 +1429,32 @@ impl FileSystem for Client {
             gid,
             pin: true,
         })?;
+        let a = match r {
+            MetaReply::Attr(a) => a,
+            MetaReply::Created {
+                attr,
+                size,
+                first,
+                blocks,
+                grant,
+            } => {
+                let l = Cached {
+                    size,
+                    first,
+                    blocks,
+                };
+                self.inner
+                    .install_created_layout(attr.ino, client, grant, recalls, l);
+                attr
+            }
+            _ => {
+                return Err(io(
+                    std::io::ErrorKind::InvalidData,
+                    "metadata server: unexpected reply",
+                ))
+            }
+        };
+        let a = self.inner.own_size(a)?;
         self.inner.created(self.m(a.ino));
         Ok(a)
     }

@@ -201,6 +201,16 @@ pub enum MetaReply {
         blocks: Vec<u64>,
         grant: u64,
     },
+    /// `Create` with `pin`: the new file, and its layout (`LayoutReply::Ok`'s
+    /// fields; empty unless another client wrote it already), so that the
+    /// creator's first write needs no layout call.
+    Created {
+        attr: Attr,
+        size: u64,
+        first: u64,
+        blocks: Vec<u64>,
+        grant: u64,
+    },
     /// The call failed with this errno (and the server's words for it).
     Err(i32, String),
 }

@@ -540,7 +540,36 @@ impl Inner {
                 } => {
                     let r = fs.create(parent, &name, mode, uid, gid);
                     pin_new(&r, p);
-                    attr(r)
+                    match r {
+                        // The creator's layout comes with the file (granted as a
+                        // `Layout` call grants one: it is recalled like any other).
+                        Ok(a) if p => {
+                            let l = self
+                                .layout(LayoutReq {
+                                    client,
+                                    ino: a.ino,
+                                    first: 0,
+                                    n: 1024,
+                                })
+                                .await;
+                            match l {
+                                Ok(LayoutReply::Ok {
+                                    size,
+                                    first,
+                                    blocks,
+                                    grant,
+                                }) => MetaReply::Created {
+                                    attr: a,
+                                    size,
+                                    first,
+                                    blocks,
+                                    grant,
+                                },
+                                _ => MetaReply::Attr(a),
+                            }
+                        }
+                        r => attr(r),
+                    }
                 }
                 MetaReq::Mkdir {
                     parent,

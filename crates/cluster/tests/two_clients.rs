@@ -597,3 +597,48 @@ fn an_open_brings_the_layout_its_read_uses() {
         assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
     }
 }
+
+#[test]
+fn a_create_brings_the_layout_its_first_write_uses() {
+    for mode in [CommitMode::Sync, CommitMode::Delayed] {
+        let (_dir, devs, mds) = server(Duration::from_millis(400), 64);
+        let a = client_with(mds.addr(), &devs, mode);
+        let b = client_with(mds.addr(), &devs, mode);
+
+        // A's first write into a page in part needs the page's block: the create's
+        // layout says it has none, without a call.
+        let f = a.create(ROOT_INO, b"new", 0o644, 0, 0).unwrap().ino;
+        a.open(f).unwrap();
+        let before = a.stats();
+        a.write(f, 100, b"0123456789").unwrap();
+        assert_eq!(
+            a.stats().layout_rpcs,
+            before.layout_rpcs,
+            "{mode:?}: the first write asked for a layout"
+        );
+        a.fsync(f).unwrap();
+        let mut model = vec![0u8; 110];
+        model[100..].copy_from_slice(b"0123456789");
+        let mut got = vec![0u8; 4096];
+        assert_eq!(b.read(f, 0, &mut got).unwrap(), 110, "{mode:?}");
+        assert_eq!(&got[..110], &model[..], "{mode:?}");
+        a.release(f).unwrap();
+
+        // Another client writes a file A just created: A's layout from the create
+        // is recalled, and A reads B's bytes.
+        let g = a.create(ROOT_INO, b"shared", 0o644, 0, 0).unwrap().ino;
+        assert_eq!(b.lookup(ROOT_INO, b"shared").unwrap().ino, g);
+        b.open(g).unwrap();
+        b.write(g, 0, b"from b").unwrap();
+        b.fsync(g).unwrap();
+        let mut got = vec![0u8; 4096];
+        assert_eq!(a.read(g, 0, &mut got).unwrap(), 6, "{mode:?}");
+        assert_eq!(&got[..6], b"from b", "{mode:?}: A read a stale layout");
+        b.release(g).unwrap();
+
+        a.close().unwrap();
+        b.close().unwrap();
+        mds.shutdown().unwrap();
+        assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
+    }
+}
