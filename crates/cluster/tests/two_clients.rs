@@ -617,7 +617,7 @@ fn a_create_brings_the_layout_its_first_write_uses() {
             "{mode:?}: the first write asked for a layout"
         );
         a.fsync(f).unwrap();
-        let mut model = vec![0u8; 110];
+        let mut model = [0u8; 110];
         model[100..].copy_from_slice(b"0123456789");
         let mut got = vec![0u8; 4096];
         assert_eq!(b.read(f, 0, &mut got).unwrap(), 110, "{mode:?}");
