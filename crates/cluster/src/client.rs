@@ -783,15 +783,25 @@ impl Inner {
         recalls: u64,
         l: Cached,
     ) {
+        let fc = self.file(ino);
+        let mut w = fc.layout.write();
+        // Under the layout's lock: a session change after this check drops every
+        // layout (`forget_space_and_layouts`, which waits for this lock) and finds
+        // the entry made above.
         if self.session.read().client != client {
             return;
         }
-        let fc = self.file(ino);
-        let mut w = fc.layout.write();
+        // A newer grant of this session was noted already (an open of the file by
+        // another thread, answered first): what it gave, or a commit's drop that
+        // promised it away since, stands; this older layout is not used.
+        let newer = {
+            let g = fc.granted.lock();
+            g.0 == client && g.1 > grant
+        };
         fc.note_grant(client, grant);
         // (`on_recall` counts before it looks for the file's entry, under the
         // table's lock, which `file` took after it.)
-        if self.c.recalls.load(Ordering::Acquire) == recalls && w.is_none() {
+        if !newer && self.c.recalls.load(Ordering::Acquire) == recalls && w.is_none() {
             *w = Some(l);
         }
     }

@@ -152,13 +152,6 @@ pub enum MetaReq {
     Open {
         ino: Ino,
     },
-    /// `Open`, and the layout of pages `[first, first + n)` with it (as `Layout`
-    /// gives it, for the read that usually follows an open): one round trip.
-    OpenLayout {
-        ino: Ino,
-        first: u64,
-        n: u64,
-    },
     Release {
         ino: Ino,
     },
@@ -173,6 +166,14 @@ pub enum MetaReq {
         ino: Ino,
     },
     Statfs,
+    // (New variants go last: postcard numbers them in order.)
+    /// `Open`, and the layout of pages `[first, first + n)` with it (as `Layout`
+    /// gives it, for the read that usually follows an open): one round trip.
+    OpenLayout {
+        ino: Ino,
+        first: u64,
+        n: u64,
+    },
 }
 
 /// A [`MetaReq`] of a session.
@@ -193,6 +194,9 @@ pub enum MetaReply {
     Bytes(Vec<u8>),
     Dir(Vec<DirEntry>),
     Statfs(StatFs),
+    /// The call failed with this errno (and the server's words for it).
+    Err(i32, String),
+    // (New variants go last: postcard numbers them in order.)
     /// `OpenLayout`: the file is open, and its layout (`LayoutReply::Ok`'s fields).
     /// A file without one (not a regular file) answers `Unit`.
     Layout {
@@ -211,8 +215,6 @@ pub enum MetaReply {
         blocks: Vec<u64>,
         grant: u64,
     },
-    /// The call failed with this errno (and the server's words for it).
-    Err(i32, String),
 }
 
 /// Asks for the layout of pages `[first, first + n)` of a file; the server

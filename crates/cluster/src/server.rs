@@ -672,9 +672,11 @@ impl Inner {
                             blocks,
                             grant,
                         },
-                        // Open, without a layout (not a regular file, or the session
-                        // went meanwhile: the next call says so).
-                        _ => MetaReply::Unit,
+                        // Open, without a layout (not a regular file).
+                        Ok(LayoutReply::Err(..)) => MetaReply::Unit,
+                        // The session went meanwhile (its pins go a lease later):
+                        // the client opens another and asks again.
+                        Err(_) => gone(),
                     }
                 }
                 MetaReq::Release { ino } => {
