@@ -111,6 +111,20 @@ struct Cached {
     blocks: Vec<u64>,
 }
 
+impl Cached {
+    /// The layout a grant describes, and the grant's number.
+    fn granted(g: LayoutGrant) -> (Cached, u64) {
+        (
+            Cached {
+                size: g.size,
+                first: g.first,
+                blocks: g.blocks,
+            },
+            g.grant,
+        )
+    }
+}
+
 /// What the client keeps of one file.
 #[derive(Default)]
 pub(crate) struct FileCache {
@@ -682,23 +696,10 @@ impl Inner {
                 }
                 r => r.map_err(from_status)?.into_inner(),
             };
-            let l = match r {
-                LayoutReply::Ok {
-                    size,
-                    first,
-                    blocks,
-                    grant,
-                } => (
-                    Cached {
-                        size,
-                        first,
-                        blocks,
-                    },
-                    grant,
-                ),
+            let (l, grant) = match r {
+                LayoutReply::Ok(g) => Cached::granted(g),
                 LayoutReply::Err(e, m) => return Err(from_errno(e, m)),
             };
-            let (l, grant) = l;
             let mut w = fc.layout.write();
             // Recorded before the install check, under the same lock as a commit's
             // drop: either the drop promises this grant away too (and the check below
@@ -736,19 +737,7 @@ impl Inner {
             n: 1024,
         })?;
         let (l, grant) = match r {
-            MetaReply::Layout {
-                size,
-                first,
-                blocks,
-                grant,
-            } => (
-                Cached {
-                    size,
-                    first,
-                    blocks,
-                },
-                grant,
-            ),
+            MetaReply::Layout(g) => Cached::granted(g),
             MetaReply::Unit => return Ok(()),
             _ => {
                 return Err(io(
@@ -1441,18 +1430,8 @@ impl FileSystem for Client {
         })?;
         let a = match r {
             MetaReply::Attr(a) => a,
-            MetaReply::Created {
-                attr,
-                size,
-                first,
-                blocks,
-                grant,
-            } => {
-                let l = Cached {
-                    size,
-                    first,
-                    blocks,
-                };
+            MetaReply::Created { attr, layout } => {
+                let (l, grant) = Cached::granted(layout);
                 self.inner
                     .install_created_layout(attr.ino, client, grant, recalls, l);
                 attr

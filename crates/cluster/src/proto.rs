@@ -197,23 +197,15 @@ pub enum MetaReply {
     /// The call failed with this errno (and the server's words for it).
     Err(i32, String),
     // (New variants go last: postcard numbers them in order.)
-    /// `OpenLayout`: the file is open, and its layout (`LayoutReply::Ok`'s fields).
-    /// A file without one (not a regular file) answers `Unit`.
-    Layout {
-        size: u64,
-        first: u64,
-        blocks: Vec<u64>,
-        grant: u64,
-    },
-    /// `Create` with `pin`: the new file, and its layout (`LayoutReply::Ok`'s
-    /// fields; empty unless another client wrote it already), so that the
-    /// creator's first write needs no layout call.
+    /// `OpenLayout`: the file is open, and its layout. A file without one (not a
+    /// regular file) answers `Unit`.
+    Layout(LayoutGrant),
+    /// `Create` with `pin`: the new file, and its layout (empty unless another
+    /// client wrote it already), so that the creator's first write needs no layout
+    /// call.
     Created {
         attr: Attr,
-        size: u64,
-        first: u64,
-        blocks: Vec<u64>,
-        grant: u64,
+        layout: LayoutGrant,
     },
 }
 
@@ -233,21 +225,25 @@ pub struct LayoutReq {
 }
 
 /// A layout: the file's size and the block of each page from `first` on (0: hole;
-/// pages past the end of file are left out).
+/// pages past the end of file are left out), and the grant it was given under.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LayoutGrant {
+    /// File size.
+    pub size: u64,
+    /// First page described.
+    pub first: u64,
+    /// Block per page.
+    pub blocks: Vec<u64>,
+    /// The grant's number: larger than that of every earlier grant of this
+    /// server (an `ExtentCommit::dropped` names the newest a client had).
+    pub grant: u64,
+}
+
+/// The answer to a [`LayoutReq`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LayoutReply {
     /// The layout.
-    Ok {
-        /// File size.
-        size: u64,
-        /// First page described.
-        first: u64,
-        /// Block per page.
-        blocks: Vec<u64>,
-        /// The grant's number: larger than that of every earlier grant of this
-        /// server (an `ExtentCommit::dropped` names the newest a client had).
-        grant: u64,
-    },
+    Ok(LayoutGrant),
     /// The errno.
     Err(i32, String),
 }

@@ -553,18 +553,9 @@ impl Inner {
                                 })
                                 .await;
                             match l {
-                                Ok(LayoutReply::Ok {
-                                    size,
-                                    first,
-                                    blocks,
-                                    grant,
-                                }) => MetaReply::Created {
-                                    attr: a,
-                                    size,
-                                    first,
-                                    blocks,
-                                    grant,
-                                },
+                                Ok(LayoutReply::Ok(layout)) => {
+                                    MetaReply::Created { attr: a, layout }
+                                }
                                 _ => MetaReply::Attr(a),
                             }
                         }
@@ -661,17 +652,7 @@ impl Inner {
                         })
                         .await;
                     match l {
-                        Ok(LayoutReply::Ok {
-                            size,
-                            first,
-                            blocks,
-                            grant,
-                        }) => MetaReply::Layout {
-                            size,
-                            first,
-                            blocks,
-                            grant,
-                        },
+                        Ok(LayoutReply::Ok(layout)) => MetaReply::Layout(layout),
                         // Open, without a layout (not a regular file).
                         Ok(LayoutReply::Err(..)) => MetaReply::Unit,
                         // The session went meanwhile (its pins go a lease later):
@@ -726,12 +707,12 @@ impl Inner {
                 if let Some(s) = self.sessions.lock().get_mut(&r.client) {
                     s.holds.insert(r.ino);
                 }
-                LayoutReply::Ok {
+                LayoutReply::Ok(LayoutGrant {
                     size: l.size,
                     first: l.first,
                     blocks: l.blocks,
                     grant,
-                }
+                })
             }
             Err(e) => LayoutReply::Err(e.errno(), e.to_string()),
         };
