@@ -305,11 +305,14 @@ impl DataPlane {
     ) -> Result<()> {
         let now = Timespec::now();
         let mut st = inode.state.lock();
-        self.commit_write_held(&mut st, first, end, runs, now)
+        self.commit_write_held(&mut st, first, end, runs, now, false)
+            .map(|_| ())
     }
 
     /// [`commit_write_locked`](Self::commit_write_locked) with the state lock held
-    /// by the caller.
+    /// by the caller; `runs` go back to the allocator if it fails. With `keep`, a
+    /// single block the write superseded is returned instead of freed
+    /// (`Store::commit_keeping`).
     fn commit_write_held(
         &self,
         st: &mut InodeState,
@@ -317,18 +320,19 @@ impl DataPlane {
         end: u64,
         runs: &[Run],
         now: Timespec,
-    ) -> Result<()> {
+        keep: bool,
+    ) -> Result<Option<u64>> {
         if st.dead {
             self.store.space.free_runs(runs);
             return Err(FsError::NotFound);
         }
         let entries = Self::write_entries(first, runs, st.size.max(end), now);
         self.note_writers(1);
-        if let Err(e) = self.commit(&mut [(st, entries)], &[]) {
+        let r = self.store.commit_keeping(&mut [(st, entries)], &[], keep);
+        if r.is_err() {
             self.store.space.free_runs(runs);
-            return Err(e);
         }
-        Ok(())
+        r
     }
 
     /// Blocks for `n` pages of a write that holds the file's state lock: the file's
@@ -362,24 +366,14 @@ impl DataPlane {
         took: bool,
         now: Timespec,
     ) -> Result<()> {
-        let fail = |e| {
-            self.store.space.free_runs(runs);
-            if took {
-                self.store.space.spare_gone();
+        match self.commit_write_held(st, first, end, runs, now, self.spares_on) {
+            Err(e) => {
+                // The spare went back to the allocator with `runs`.
+                if took {
+                    self.store.space.spare_gone();
+                }
+                Err(e)
             }
-            Err(e)
-        };
-        if st.dead {
-            return fail(FsError::NotFound);
-        }
-        let entries = Self::write_entries(first, runs, st.size.max(end), now);
-        self.note_writers(1);
-        let keep = self.spares_on;
-        match self
-            .store
-            .commit_keeping(&mut [(&mut *st, entries)], &[], keep)
-        {
-            Err(e) => fail(e),
             Ok(kept) => {
                 self.settle_spare(inode, st, took, kept);
                 Ok(())
