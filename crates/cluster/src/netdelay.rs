@@ -335,19 +335,24 @@ mod tests {
     use super::*;
     use std::io::{Read, Write};
 
+    /// Sends back what `s` receives until its end of stream.
+    fn echo_all(mut s: TcpStream) {
+        let mut b = [0u8; 4096];
+        loop {
+            match s.read(&mut b) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => s.write_all(&b[..n]).unwrap(),
+            }
+        }
+    }
+
     #[test]
     fn bytes_arrive_whole_and_in_order() {
         let echo = TcpListener::bind("127.0.0.1:0").unwrap();
         let target = echo.local_addr().unwrap();
         std::thread::spawn(move || {
-            let (mut s, _) = echo.accept().unwrap();
-            let mut b = [0u8; 4096];
-            loop {
-                match s.read(&mut b) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => s.write_all(&b[..n]).unwrap(),
-                }
-            }
+            let (s, _) = echo.accept().unwrap();
+            echo_all(s);
         });
         let p = DelayProxy::start(
             "127.0.0.1:0".parse().unwrap(),
@@ -374,16 +379,8 @@ mod tests {
         let target = echo.local_addr().unwrap();
         std::thread::spawn(move || {
             for s in echo.incoming() {
-                let Ok(mut s) = s else { break };
-                std::thread::spawn(move || {
-                    let mut b = [0u8; 4096];
-                    loop {
-                        match s.read(&mut b) {
-                            Ok(0) | Err(_) => break,
-                            Ok(n) => s.write_all(&b[..n]).unwrap(),
-                        }
-                    }
-                });
+                let Ok(s) = s else { break };
+                std::thread::spawn(move || echo_all(s));
             }
         });
         let p = DelayProxy::start(
