@@ -7,6 +7,64 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// `mi_option_allow_thp` in mimalloc v3.3's `mi_option_t` (libmimalloc-sys names no
+/// constant for it; Cargo.toml pins the version whose C sources say 43).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const MI_OPTION_ALLOW_THP: libmimalloc_sys::mi_option_t = 43;
+
+/// The metadata server's heap on 4 KiB pages, its PM image on 2 MiB ones.
+/// mimalloc advises transparent huge pages on the arenas it maps, so the first touch
+/// of each 2 MiB stretch of heap zeroes all of it. A metadata server's heap grows
+/// with every file created, a little at a time from each of its threads, and it
+/// spent 6-7 % of all CPU of a small-file cluster run in the kernel zeroing heap huge
+/// pages (docs/BENCHMARKS.md, "Cluster"). (Everything else keeps THP for its heap:
+/// the local small-file run is 2-3 % slower without.) mimalloc's own switch,
+/// `MIMALLOC_ALLOW_THP=0`, read when mimalloc initialises, also turns THP off for the
+/// whole process with `prctl`, which would map the PM image with 4 KiB pages too.
+/// So this constructor, run before the Rust runtime's first allocation, initialises
+/// mimalloc with THP allowed (no `prctl`; initialising maps no arena) and then turns
+/// the option off: the arenas mapped from then on get no huge-page advice, and the
+/// image's mapping keeps the kernel's policy. glibc passes a constructor in
+/// `.init_array` the program's arguments (Rust's std reads them the same way).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+extern "C" fn heap_on_small_pages(
+    argc: libc::c_int,
+    argv: *const *const libc::c_char,
+    _envp: *const *const libc::c_char,
+) {
+    if argc < 2 || argv.is_null() {
+        return;
+    }
+    // SAFETY: glibc calls `.init_array` functions with the process's argc and argv:
+    // argv holds argc valid pointers to NUL-terminated strings (checked non-null
+    // again below, and argc ≥ 2 above).
+    let first = unsafe { *argv.add(1) };
+    if first.is_null() {
+        return;
+    }
+    // SAFETY: a non-null argv entry is a NUL-terminated string that lives as long as
+    // the process.
+    if unsafe { std::ffi::CStr::from_ptr(first) }.to_bytes() != b"mds" {
+        return;
+    }
+    // SAFETY: both calls are mimalloc's public API; mi_process_init is idempotent
+    // and mi_option_set only stores a value in mimalloc's option table. A
+    // constructor runs on the one thread there is.
+    unsafe {
+        libmimalloc_sys::mi_process_init();
+        libmimalloc_sys::mi_option_set(MI_OPTION_ALLOW_THP, 0);
+    }
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[used]
+#[unsafe(link_section = ".init_array.00102")]
+static HEAP_ON_SMALL_PAGES: extern "C" fn(
+    libc::c_int,
+    *const *const libc::c_char,
+    *const *const libc::c_char,
+) = heap_on_small_pages;
+
 mod bench;
 mod cluster_bench;
 #[cfg(feature = "crashtest")]
