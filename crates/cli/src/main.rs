@@ -13,19 +13,26 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const MI_OPTION_ALLOW_THP: libmimalloc_sys::mi_option_t = 43;
 
 /// The metadata server's heap on 4 KiB pages, its PM image on 2 MiB ones.
-/// mimalloc advises transparent huge pages on the arenas it maps, so the first touch
-/// of each 2 MiB stretch of heap zeroes all of it. A metadata server's heap grows
-/// with every file created, a little at a time from each of its threads, and it
-/// spent 6-7 % of all CPU of a small-file cluster run in the kernel zeroing heap huge
-/// pages (docs/BENCHMARKS.md, "Cluster"). (Everything else keeps THP for its heap:
-/// the local small-file run is 2-3 % slower without.) mimalloc's own switch,
+/// With the kernel's THP mode `madvise` (Debian's default), mimalloc advises huge
+/// pages on the arenas it maps, so the first touch of each 2 MiB stretch of heap
+/// zeroes all of it. A metadata server's heap grows with every file created, a
+/// little at a time from each of its threads, and it spent 6-7 % of all CPU of a
+/// small-file cluster run in the kernel zeroing heap huge pages (docs/BENCHMARKS.md,
+/// "Cluster"). (Every other subcommand keeps the advice: the local small-file run is
+/// 2-3 % slower without it. In THP mode `always` the kernel gives the heap huge
+/// pages unadvised, and this changes nothing.) mimalloc's own switch,
 /// `MIMALLOC_ALLOW_THP=0`, read when mimalloc initialises, also turns THP off for the
 /// whole process with `prctl`, which would map the PM image with 4 KiB pages too.
-/// So this constructor, run before the Rust runtime's first allocation, initialises
-/// mimalloc with THP allowed (no `prctl`; initialising maps no arena) and then turns
+/// So this constructor, run before the Rust runtime's first allocation (and, with
+/// the C compiler mimalloc is built with here, before mimalloc's own constructor,
+/// whose later `mi_process_init` is then a no-op), initialises mimalloc with THP
+/// allowed — no `prctl`, and no arena mapped: the main thread's heap is static, and
+/// the page map is not a multiple of 2 MiB, so it is never advised — and then turns
 /// the option off: the arenas mapped from then on get no huge-page advice, and the
-/// image's mapping keeps the kernel's policy. glibc passes a constructor in
-/// `.init_array` the program's arguments (Rust's std reads them the same way).
+/// image's mapping keeps the kernel's policy. (Arenas reserved at initialisation by
+/// `MIMALLOC_RESERVE_OS_MEMORY` would keep it.) glibc passes a constructor in
+/// `.init_array` the program's arguments (Rust's std reads them the same way); the
+/// subcommand is the first argument, as `mnemofs` has no global options.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 extern "C" fn heap_on_small_pages(
     argc: libc::c_int,
@@ -47,9 +54,11 @@ extern "C" fn heap_on_small_pages(
     if unsafe { std::ffi::CStr::from_ptr(first) }.to_bytes() != b"mds" {
         return;
     }
-    // SAFETY: both calls are mimalloc's public API; mi_process_init is idempotent
-    // and mi_option_set only stores a value in mimalloc's option table. A
-    // constructor runs on the one thread there is.
+    // SAFETY: both calls are mimalloc's public API. mi_process_init runs once (a
+    // later call is a no-op) and tolerates running in a constructor (it reads the
+    // environment through `environ` and allocates nothing); mi_option_set only
+    // stores a value in mimalloc's option table. A constructor runs on the one
+    // thread there is.
     unsafe {
         libmimalloc_sys::mi_process_init();
         libmimalloc_sys::mi_option_set(MI_OPTION_ALLOW_THP, 0);
