@@ -321,7 +321,11 @@ impl Fs {
         uid: u32,
         gid: u32,
     ) -> Result<Attr> {
-        self.ns().symlink(parent, name, target, uid, gid)
+        // The target's block is a data block: when none is free, files' spares and
+        // LAWN's chunks (free to statfs) are given back and the link tried again
+        // (a failed symlink changed nothing).
+        self.data
+            .with_reclaim(1, || self.ns().symlink(parent, name, target, uid, gid))
     }
 
     /// Removes the non-directory `name` from `parent` (the inode is freed when its
@@ -384,7 +388,10 @@ impl Fs {
 
     /// Changes the attributes `req` names; a size change truncates or extends.
     pub fn setattr(&self, ino: Ino, req: &SetAttr) -> Result<Attr> {
-        self.ns().setattr(ino, req)
+        // A shrink to within a page copies that page (its tail zeroed) into a fresh
+        // data block: short of one, the spares and LAWN's chunks are given back and
+        // the change tried again (a failed setattr changed nothing).
+        self.data.with_reclaim(1, || self.ns().setattr(ino, req))
     }
 
     /// File-system-wide space and inode figures (`statfs(2)`).

@@ -3,7 +3,8 @@
 //! a write takes no allocator lock. A spare is free space: `statfs` counts it, a
 //! write that finds no space takes it back, freeing the file gives it back, and
 //! unmount puts it in the saved free list (fsck clean, the same free space after
-//! the next mount).
+//! the next mount). Every data allocation short of space takes them back: a file
+//! write, and also a symlink's target block and a shrink's copy of its last page.
 
 mod common;
 use mnemofs::{FsError, LockMode, MountOptions, ROOT_INO};
@@ -125,4 +126,78 @@ fn a_write_short_of_space_takes_the_spares_back() {
     fs.unmount().unwrap();
     let r = mnemofs::fsck(&img.path).unwrap();
     assert!(r.is_clean(), "{:?}", r.problems);
+}
+
+/// A file system whose data space is used up exactly, no write having found it
+/// short, so 50 files' spares are still held: only they are available.
+fn full_but_the_spares() -> (common::Img, mnemofs::Fs, Vec<u64>) {
+    let img = common::fresh(32 << 20);
+    let fs = mnemofs::mount(&img.path, &opts(LockMode::Inode)).unwrap();
+    let files: Vec<u64> = (0..50)
+        .map(|i| {
+            let f = fs
+                .create(ROOT_INO, format!("s{i}").as_bytes(), 0o644, 0, 0)
+                .unwrap()
+                .ino;
+            fs.write(f, 0, &[1u8; 4096]).unwrap();
+            fs.write(f, 0, &[2u8; 4096]).unwrap();
+            f
+        })
+        .collect();
+    assert_eq!(fs.stats().spare_blocks, 50);
+    // Take every data block there is, spares aside, in one fallocate (its file
+    // created first: a new file's log page comes out of the same free space).
+    let big = fs.create(ROOT_INO, b"big", 0o644, 0, 0).unwrap().ino;
+    let avail = fs.statfs().blocks_avail - fs.stats().spare_blocks;
+    fs.fallocate(big, 0, avail << 12, 0).unwrap();
+    assert_eq!(
+        fs.stats().spare_blocks,
+        50,
+        "the fallocate took spares: the setup did not use up the space exactly"
+    );
+    assert_eq!(
+        fs.statfs().blocks_avail,
+        50,
+        "only the spares are available"
+    );
+    (img, fs, files)
+}
+
+fn unmount_clean(img: &common::Img, fs: mnemofs::Fs) {
+    fs.unmount().unwrap();
+    let r = mnemofs::fsck(&img.path).unwrap();
+    assert!(r.is_clean(), "{:?}", r.problems);
+}
+
+/// A symlink's target block is a data allocation: short of space it takes the
+/// spares back instead of failing with ENOSPC while `statfs` counts them free.
+#[test]
+fn a_symlink_short_of_space_takes_the_spares_back() {
+    let (img, fs, _) = full_but_the_spares();
+    fs.symlink(ROOT_INO, b"link", b"s0", 0, 0).unwrap();
+    let l = fs.lookup(ROOT_INO, b"link").unwrap().ino;
+    assert_eq!(fs.readlink(l).unwrap(), b"s0");
+    assert!(fs.stats().spare_blocks < 50);
+    unmount_clean(&img, fs);
+}
+
+/// A shrink to within a page copies that page with its tail zeroed: short of
+/// space, it takes the spares back too.
+#[test]
+fn a_shrink_short_of_space_takes_the_spares_back() {
+    let (img, fs, files) = full_but_the_spares();
+    let size = |n| mnemofs::SetAttr {
+        size: Some(n),
+        ..Default::default()
+    };
+    fs.setattr(files[1], &size(100)).unwrap();
+    assert!(fs.stats().spare_blocks < 50);
+    let mut b = [0u8; 4096];
+    assert_eq!(fs.read(files[1], 0, &mut b).unwrap(), 100);
+    assert!(b[..100].iter().all(|&x| x == 2));
+    // Extended again, it reads zeros past the cut.
+    fs.setattr(files[1], &size(4096)).unwrap();
+    fs.read(files[1], 0, &mut b).unwrap();
+    assert!(b[100..].iter().all(|&x| x == 0));
+    unmount_clean(&img, fs);
 }
