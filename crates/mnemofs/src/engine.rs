@@ -388,9 +388,10 @@ impl Fs {
 
     /// Changes the attributes `req` names; a size change truncates or extends.
     pub fn setattr(&self, ino: Ino, req: &SetAttr) -> Result<Attr> {
-        // A shrink to within a page copies that page (its tail zeroed) into a fresh
-        // data block: short of one, the spares and LAWN's chunks are given back and
-        // the change tried again (a failed setattr changed nothing).
+        // Its commit's log page may find even the metadata reserve used up (a
+        // shrink's copy of its last page borrows from it): then the spares and
+        // LAWN's chunks are given back and the change tried again (a failed setattr
+        // changed nothing).
         self.data.with_reclaim(1, || self.ns().setattr(ino, req))
     }
 

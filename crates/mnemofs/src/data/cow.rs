@@ -521,8 +521,12 @@ impl DataPlane {
     }
 
     /// Copies page `pg` into a fresh block with `patch` applied; returns the block.
+    /// Every caller copies a mapped page, whose block the commit then frees: the copy
+    /// may borrow from the metadata reserve (paid back by that block), so that a
+    /// shrink, a punch or a zeroed range, which free space, work on a full device.
     fn cow_page(&self, st: &InodeState, pg: u64, patch: impl FnOnce(&mut [u8])) -> Result<u64> {
-        let b = self.store.space.alloc_one(false)?;
+        debug_assert!(st.pages.contains_key(pg), "cow_page of a hole");
+        let b = self.store.space.alloc_one(true)?;
         let mut page = vec![0u8; BLOCK as usize];
         if let Some(p) = st.pages.get(pg) {
             self.read_page(st.ino, pg, p.block, &mut page);
