@@ -426,6 +426,30 @@ impl Client {
         self.inner.attr(req).map(|a| self.back(a))
     }
 
+    /// The answer to a pinning create (`Create`, `CreateNode`): the new file's
+    /// attributes, its layout installed when one came with them; `client` and
+    /// `recalls` as read before the call.
+    fn created_reply(&self, r: MetaReply, client: u64, recalls: u64) -> Result<Attr> {
+        let a = match r {
+            MetaReply::Attr(a) => a,
+            MetaReply::Created { attr, layout } => {
+                let (l, grant) = Cached::granted(layout);
+                self.inner
+                    .install_created_layout(attr.ino, client, grant, recalls, l);
+                attr
+            }
+            _ => {
+                return Err(io(
+                    std::io::ErrorKind::InvalidData,
+                    "metadata server: unexpected reply",
+                ))
+            }
+        };
+        let a = self.inner.own_size(a)?;
+        self.inner.created(self.m(a.ino));
+        Ok(a)
+    }
+
     /// The session's client id.
     pub fn id(&self) -> u64 {
         self.inner.session.read().client
@@ -1428,24 +1452,7 @@ impl FileSystem for Client {
             gid,
             pin: true,
         })?;
-        let a = match r {
-            MetaReply::Attr(a) => a,
-            MetaReply::Created { attr, layout } => {
-                let (l, grant) = Cached::granted(layout);
-                self.inner
-                    .install_created_layout(attr.ino, client, grant, recalls, l);
-                attr
-            }
-            _ => {
-                return Err(io(
-                    std::io::ErrorKind::InvalidData,
-                    "metadata server: unexpected reply",
-                ))
-            }
-        };
-        let a = self.inner.own_size(a)?;
-        self.inner.created(self.m(a.ino));
-        Ok(a)
+        self.created_reply(r, client, recalls)
     }
 
     fn mkdir(&self, parent: Ino, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
@@ -1458,15 +1465,17 @@ impl FileSystem for Client {
         })
     }
 
+    /// FUSE's create: pinned, and with its layout, as [`create`](Self::create).
     fn create_node(&self, parent: Ino, name: &[u8], node: &NewNode) -> Result<Attr> {
-        let a = self.attr(MetaReq::CreateNode {
+        let recalls = self.inner.c.recalls.load(Ordering::Acquire);
+        let client = self.inner.session_client();
+        let r = self.inner.meta(MetaReq::CreateNode {
             parent: self.m(parent),
             name: name.to_vec(),
             node: *node,
             pin: true,
         })?;
-        self.inner.created(self.m(a.ino));
-        Ok(a)
+        self.created_reply(r, client, recalls)
     }
 
     fn symlink(&self, parent: Ino, name: &[u8], target: &[u8], uid: u32, gid: u32) -> Result<Attr> {

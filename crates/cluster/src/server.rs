@@ -8,7 +8,7 @@
 
 use crate::proto::*;
 use crate::rpc::mds_server::{Mds, MdsServer};
-use mnemofs::{Fs, FsError, Ino};
+use mnemofs::{FileKind, Fs, FsError, Ino};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
@@ -541,24 +541,7 @@ impl Inner {
                     let r = fs.create(parent, &name, mode, uid, gid);
                     pin_new(&r, p);
                     match r {
-                        // The creator's layout comes with the file (granted as a
-                        // `Layout` call grants one: it is recalled like any other).
-                        Ok(a) if p => {
-                            let l = self
-                                .layout(LayoutReq {
-                                    client,
-                                    ino: a.ino,
-                                    first: 0,
-                                    n: 1024,
-                                })
-                                .await;
-                            match l {
-                                Ok(LayoutReply::Ok(layout)) => {
-                                    MetaReply::Created { attr: a, layout }
-                                }
-                                _ => MetaReply::Attr(a),
-                            }
-                        }
+                        Ok(a) if p => self.created(client, a).await,
                         r => attr(r),
                     }
                 }
@@ -585,7 +568,10 @@ impl Inner {
                 } => {
                     let r = fs.create_node(parent, &name, &node);
                     pin_new(&r, p);
-                    attr(r)
+                    match r {
+                        Ok(a) if p => self.created(client, a).await,
+                        r => attr(r),
+                    }
                 }
                 MetaReq::Symlink {
                     parent,
@@ -692,6 +678,27 @@ impl Inner {
         .await;
         drop(guard);
         (reply, file.map(|(ino, _)| ino))
+    }
+
+    /// The answer to a create that pins the new file for its client (`Create`, and
+    /// FUSE's `CreateNode`): for a regular file its layout comes with it, for the
+    /// first write (granted as a `Layout` call grants one: recalled like any other).
+    async fn created(&self, client: u64, a: mnemofs::Attr) -> MetaReply {
+        if a.kind != FileKind::Regular {
+            return MetaReply::Attr(a);
+        }
+        let l = self
+            .layout(LayoutReq {
+                client,
+                ino: a.ino,
+                first: 0,
+                n: 1024,
+            })
+            .await;
+        match l {
+            Ok(LayoutReply::Ok(layout)) => MetaReply::Created { attr: a, layout },
+            _ => MetaReply::Attr(a),
+        }
     }
 
     async fn layout(&self, r: LayoutReq) -> Result<LayoutReply, Status> {

@@ -624,6 +624,32 @@ fn a_create_brings_the_layout_its_first_write_uses() {
         assert_eq!(&got[..110], &model[..], "{mode:?}");
         a.release(f).unwrap();
 
+        // FUSE's create (`create_node`, a regular file) brings it too; a fifo's
+        // create answers without one.
+        let regular = mnemofs::NewNode {
+            mode: libc::S_IFREG | 0o644,
+            ..Default::default()
+        };
+        let n = a.create_node(ROOT_INO, b"node", &regular).unwrap().ino;
+        a.open(n).unwrap();
+        let before = a.stats();
+        a.write(n, 7, b"abc").unwrap();
+        assert_eq!(
+            a.stats().layout_rpcs,
+            before.layout_rpcs,
+            "{mode:?}: the first write after create_node asked for a layout"
+        );
+        a.fsync(n).unwrap();
+        assert_eq!(b.read(n, 0, &mut got).unwrap(), 10, "{mode:?}");
+        assert_eq!(&got[7..10], b"abc", "{mode:?}");
+        a.release(n).unwrap();
+        let fifo = mnemofs::NewNode {
+            mode: libc::S_IFIFO | 0o644,
+            ..Default::default()
+        };
+        let p = a.create_node(ROOT_INO, b"fifo", &fifo).unwrap();
+        assert_eq!(p.kind, mnemofs::FileKind::Fifo, "{mode:?}");
+
         // Another client writes a file A just created: A's layout from the create
         // is recalled, and A reads B's bytes.
         let g = a.create(ROOT_INO, b"shared", 0o644, 0, 0).unwrap().ino;
