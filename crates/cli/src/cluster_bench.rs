@@ -99,6 +99,8 @@ struct ClientOut {
     delegations: u64,
     #[serde(default)]
     recalls: u64,
+    #[serde(default)]
+    retries: u64,
     batches: u64,
     batch_files: u64,
     peak_threads: u64,
@@ -127,6 +129,10 @@ struct RunOut {
     layout_rpcs_per_op: f64,
     delegations_per_op: f64,
     recalls_per_op: f64,
+    /// Extent commits per operation, and writes merged and committed again per
+    /// operation because a page they merged had changed (refused with EAGAIN).
+    commits_per_op: f64,
+    retries_per_op: f64,
     /// Files per commit RPC (1 for synchronous commits).
     compound_degree: f64,
     peak_threads: u64,
@@ -478,6 +484,8 @@ fn one_run(
         delegations_per_op: outs.iter().map(|o| o.delegations).sum::<u64>() as f64
             / ops.max(1) as f64,
         recalls_per_op: outs.iter().map(|o| o.recalls).sum::<u64>() as f64 / ops.max(1) as f64,
+        commits_per_op: outs.iter().map(|o| o.commits).sum::<u64>() as f64 / ops.max(1) as f64,
+        retries_per_op: outs.iter().map(|o| o.retries).sum::<u64>() as f64 / ops.max(1) as f64,
         compound_degree: if batches > 0 {
             batch_files as f64 / batches as f64
         } else if commit_rpcs > 0 {
@@ -723,6 +731,7 @@ fn run_client(a: &ClusterArgs, addr: &str) -> CliResult<()> {
         layout_rpcs: st.layout_rpcs,
         delegations: st.delegations,
         recalls: st.recalls,
+        retries: st.retries,
         batches: st.batches,
         batch_files: st.batch_files,
         peak_threads: st.peak_threads,
