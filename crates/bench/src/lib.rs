@@ -36,4 +36,4 @@ pub mod workloads;
 pub use config::{ImagePages, Params, RunConfig, Stop, Workload};
 pub use error::{BenchError, BenchResultT};
 pub use result::BenchResult;
-pub use runner::{measure, run, EngineInfo};
+pub use runner::{measure, measure_observed, run, EngineInfo};

@@ -595,6 +595,21 @@ pub fn measure<E: FileSystem + 'static>(
     image: &str,
     image_size: u64,
 ) -> BenchResultT<BenchResult> {
+    measure_observed(cfg, fs, info, image, image_size, &|| {})
+}
+
+/// [`measure`], calling `at_start` once the data set is made and the warm-up done,
+/// just before the measured phase starts (no worker runs meanwhile), where the
+/// harness reads [`FileSystem::pm_counters`]: for a caller's own counters of the
+/// measured phase alone (the cluster bench's RPC counts).
+pub fn measure_observed<E: FileSystem + 'static>(
+    cfg: &RunConfig,
+    fs: &E,
+    info: &EngineInfo,
+    image: &str,
+    image_size: u64,
+    at_start: &dyn Fn(),
+) -> BenchResultT<BenchResult> {
     cfg.validate().map_err(BenchError::Msg)?;
     let threads = cfg.threads;
     // Each thread's own files are made as a thread of its node (see `prepare`).
@@ -663,6 +678,7 @@ pub fn measure<E: FileSystem + 'static>(
             .collect();
         barrier.wait();
         let c0 = fs.pm_counters();
+        at_start();
         let start = Instant::now();
         barrier.wait();
         let bar = progress_bar(cfg);

@@ -666,6 +666,24 @@ fn layout_stats(path: &std::path::Path, clients: usize) -> CliResult<(u64, u64, 
     ))
 }
 
+/// The counters of a run's measured phase: those at its end less those at its
+/// start (`peak_threads` and the commit delay are the whole run's).
+fn measured_stats(start: &ClientStats, end: &ClientStats) -> ClientStats {
+    let d = |a: u64, b: u64| b.saturating_sub(a);
+    ClientStats {
+        rpcs: d(start.rpcs, end.rpcs),
+        commit_rpcs: d(start.commit_rpcs, end.commit_rpcs),
+        commits: d(start.commits, end.commits),
+        layout_rpcs: d(start.layout_rpcs, end.layout_rpcs),
+        delegations: d(start.delegations, end.delegations),
+        recalls: d(start.recalls, end.recalls),
+        retries: d(start.retries, end.retries),
+        batches: d(start.batches, end.batches),
+        batch_files: d(start.batch_files, end.batch_files),
+        ..end.clone()
+    }
+}
+
 fn run_client(a: &ClusterArgs, addr: &str) -> CliResult<()> {
     let (w, fsize) = workload(&a.workload)?;
     let data = a
@@ -706,19 +724,28 @@ fn run_client(a: &ClusterArgs, addr: &str) -> CliResult<()> {
         map_summary: "cluster client: the volume's devices mapped shared".into(),
         flush_instruction: "-".into(),
     };
-    let r = mnemofs_bench::measure(&cfg, &client, &info, "cluster", 0)
-        .map_err(|e| CliError::new(format!("client: {e}")))?;
+    // The RPC counters of the measured phase alone (not of making the data set
+    // nor of the warm-up): read at its start, and once what it queued is sent.
+    let at_start = std::cell::RefCell::new(ClientStats::default());
+    let r = mnemofs_bench::measure_observed(&cfg, &client, &info, "cluster", 0, &|| {
+        *at_start.borrow_mut() = client.client_stats()
+    })
+    .map_err(|e| CliError::new(format!("client: {e}")))?;
     let samples: Vec<(f64, usize, usize, usize)> = client
         .commit_samples()
         .into_iter()
         .map(|s: Sample| (s.t_ms, s.queue, s.threads, s.degree))
         .collect();
     let t = Instant::now();
-    let st: ClientStats = client.client_stats();
+    client
+        .flush()
+        .map_err(|e| CliError::new(format!("client flush: {e}")))?;
+    let drain_s = t.elapsed().as_secs_f64();
+    let end: ClientStats = client.client_stats();
+    let st = measured_stats(&at_start.borrow(), &end);
     client
         .close()
         .map_err(|e| CliError::new(format!("client close: {e}")))?;
-    let drain_s = t.elapsed().as_secs_f64();
     let out = ClientOut {
         ops: r.ops,
         duration_s: r.duration_s,

@@ -455,14 +455,23 @@ impl Client {
         self.inner.session.read().client
     }
 
-    /// Ends the session: the server takes back the unused delegated space.
-    pub fn close(self) -> Result<()> {
-        // Every queued commit is sent first (unmount makes everything durable),
-        // and the pins still to drop.
+    /// Sends every queued commit and the pins still to drop, and waits until the
+    /// server answered them (delayed commits; with synchronous ones nothing is
+    /// queued): everything written so far is durable on the server. Returns the
+    /// first error of a background commit not reported yet.
+    pub fn flush(&self) -> Result<()> {
         let flushed = self.inner.flush_all();
         if self.inner.committer.is_some() {
             self.inner.commit_files(&[]);
         }
+        flushed
+    }
+
+    /// Ends the session: the server takes back the unused delegated space.
+    pub fn close(self) -> Result<()> {
+        // Every queued commit is sent first (unmount makes everything durable),
+        // and the pins still to drop.
+        let flushed = self.flush();
         if let Some(cm) = &self.inner.committer {
             cm.stop();
         }
