@@ -117,8 +117,12 @@ pub(crate) struct Committer {
 
 const MAX_SAMPLES: usize = 200_000;
 
-/// How long pins to drop wait for a commit to ride with.
-const PIN_DELAY: Duration = Duration::from_millis(2);
+/// How long pins to drop (releases, forgets) wait for a commit to ride with
+/// before they are sent alone. Nothing waits for them: a pin held longer only keeps
+/// an unlinked file's space a little longer (and its holder registered), so the
+/// bound is looser than the commit delay's: a release rides with the next file's
+/// commit in loads that commit every few milliseconds per client.
+const PIN_DELAY: Duration = Duration::from_millis(10);
 
 impl Committer {
     pub fn new(cfg: DelayedConfig) -> Committer {
@@ -256,6 +260,9 @@ impl Inner {
         loop {
             let inos: Vec<u64> = {
                 let mut q = cm.queue.lock();
+                // When pins seen waiting are sent even without a commit to ride with
+                // (a release arriving meanwhile does not put it off).
+                let mut pins_due: Option<Instant> = None;
                 loop {
                     let stopping = cm.stop.load(Ordering::Acquire);
                     if stopping && q.is_empty() {
@@ -277,8 +284,14 @@ impl Inner {
                     // most PIN_DELAY.
                     let pins = !self.deferred.lock().is_empty();
                     let wait = if pins {
-                        PIN_DELAY
+                        let due = *pins_due.get_or_insert_with(|| Instant::now() + PIN_DELAY);
+                        let left = due.saturating_duration_since(Instant::now());
+                        if left.is_zero() {
+                            break;
+                        }
+                        left
                     } else {
+                        pins_due = None;
                         Duration::from_millis(200)
                     };
                     let timed_out = cm.cv.wait_for(&mut q, wait).timed_out();
@@ -373,6 +386,12 @@ impl Inner {
                 owners.push(o);
             }
             files.push((ino, fc, n, since));
+        }
+        if files.is_empty() && !inos.is_empty() {
+            // Asked for files that had nothing left to send (a queue entry an fsync
+            // served meanwhile): the pins keep waiting for a commit to ride with,
+            // up to PIN_DELAY, rather than going alone now.
+            return;
         }
         let after = std::mem::take(&mut *self.deferred.lock());
         if files.is_empty() && after.is_empty() {
