@@ -606,24 +606,26 @@ fn a_create_brings_the_layout_its_first_write_uses() {
         let b = client_with(mds.addr(), &devs, mode);
 
         // A's first write into a page in part needs the page's block: the create's
-        // layout says it has none, without a call.
+        // layout says it has none, without a call; B reads the bytes after A's fsync.
+        let first_write = |f: u64, off: usize, bytes: &[u8], how: &str| {
+            a.open(f).unwrap();
+            let before = a.stats();
+            a.write(f, off as u64, bytes).unwrap();
+            assert_eq!(
+                a.stats().layout_rpcs,
+                before.layout_rpcs,
+                "{mode:?}: the first write after {how} asked for a layout"
+            );
+            a.fsync(f).unwrap();
+            let mut model = vec![0u8; off + bytes.len()];
+            model[off..].copy_from_slice(bytes);
+            let mut got = vec![0u8; 4096];
+            assert_eq!(b.read(f, 0, &mut got).unwrap(), model.len(), "{mode:?}");
+            assert_eq!(&got[..model.len()], &model[..], "{mode:?}");
+            a.release(f).unwrap();
+        };
         let f = a.create(ROOT_INO, b"new", 0o644, 0, 0).unwrap().ino;
-        a.open(f).unwrap();
-        let before = a.stats();
-        a.write(f, 100, b"0123456789").unwrap();
-        assert_eq!(
-            a.stats().layout_rpcs,
-            before.layout_rpcs,
-            "{mode:?}: the first write asked for a layout"
-        );
-        a.fsync(f).unwrap();
-        let mut model = [0u8; 110];
-        model[100..].copy_from_slice(b"0123456789");
-        let mut got = vec![0u8; 4096];
-        assert_eq!(b.read(f, 0, &mut got).unwrap(), 110, "{mode:?}");
-        assert_eq!(&got[..110], &model[..], "{mode:?}");
-        a.release(f).unwrap();
-
+        first_write(f, 100, b"0123456789", "create");
         // FUSE's create (`create_node`, a regular file) brings it too; a fifo's
         // create answers without one.
         let regular = mnemofs::NewNode {
@@ -631,18 +633,7 @@ fn a_create_brings_the_layout_its_first_write_uses() {
             ..Default::default()
         };
         let n = a.create_node(ROOT_INO, b"node", &regular).unwrap().ino;
-        a.open(n).unwrap();
-        let before = a.stats();
-        a.write(n, 7, b"abc").unwrap();
-        assert_eq!(
-            a.stats().layout_rpcs,
-            before.layout_rpcs,
-            "{mode:?}: the first write after create_node asked for a layout"
-        );
-        a.fsync(n).unwrap();
-        assert_eq!(b.read(n, 0, &mut got).unwrap(), 10, "{mode:?}");
-        assert_eq!(&got[7..10], b"abc", "{mode:?}");
-        a.release(n).unwrap();
+        first_write(n, 7, b"abc", "create_node");
         let fifo = mnemofs::NewNode {
             mode: libc::S_IFIFO | 0o644,
             ..Default::default()

@@ -89,12 +89,9 @@ fn overwrites_keep_one_spare_per_file_counted_free() {
     }
 }
 
-#[test]
-fn a_write_short_of_space_takes_the_spares_back() {
-    let img = common::fresh(32 << 20);
-    let fs = mnemofs::mount(&img.path, &opts(LockMode::Inode)).unwrap();
-    // 200 one-page files, each overwritten once: 200 spares.
-    let files: Vec<u64> = (0..200)
+/// `n` one-page files `s0`.., each written twice (1s, then 2s): `n` spares.
+fn overwritten_once(fs: &mnemofs::Fs, n: u64) -> Vec<u64> {
+    (0..n)
         .map(|i| {
             let f = fs
                 .create(ROOT_INO, format!("s{i}").as_bytes(), 0o644, 0, 0)
@@ -104,7 +101,14 @@ fn a_write_short_of_space_takes_the_spares_back() {
             fs.write(f, 0, &[2u8; 4096]).unwrap();
             f
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn a_write_short_of_space_takes_the_spares_back() {
+    let img = common::fresh(32 << 20);
+    let fs = mnemofs::mount(&img.path, &opts(LockMode::Inode)).unwrap();
+    let files = overwritten_once(&fs, 200);
     assert_eq!(fs.stats().spare_blocks, 200);
     // Fill the device one page at a time: the last pages come from the spares.
     let big = fs.create(ROOT_INO, b"big", 0o644, 0, 0).unwrap().ino;
@@ -134,17 +138,7 @@ fn a_write_short_of_space_takes_the_spares_back() {
 fn full_but_the_spares() -> (common::Img, mnemofs::Fs, Vec<u64>) {
     let img = common::fresh(32 << 20);
     let fs = mnemofs::mount(&img.path, &opts(LockMode::Inode)).unwrap();
-    let files: Vec<u64> = (0..50)
-        .map(|i| {
-            let f = fs
-                .create(ROOT_INO, format!("s{i}").as_bytes(), 0o644, 0, 0)
-                .unwrap()
-                .ino;
-            fs.write(f, 0, &[1u8; 4096]).unwrap();
-            fs.write(f, 0, &[2u8; 4096]).unwrap();
-            f
-        })
-        .collect();
+    let files = overwritten_once(&fs, 50);
     assert_eq!(fs.stats().spare_blocks, 50);
     // Take every data block there is, spares aside, in one fallocate (its file
     // created first: a new file's log page comes out of the same free space).
