@@ -598,8 +598,14 @@ impl Inner {
         if self.committer.is_none() {
             return self.unit(req);
         }
-        self.deferred.lock().push(req);
-        self.kick();
+        let first = {
+            let mut d = self.deferred.lock();
+            d.push(req);
+            d.len() == 1
+        };
+        if first {
+            self.kick();
+        }
         Ok(())
     }
 

@@ -226,13 +226,20 @@ impl Inner {
         }
     }
 
-    /// Makes sure a commit thread will send the deferred pin drops.
+    /// Makes sure a commit thread will send the deferred pin drops (called when the
+    /// first of them is deferred): starts one if none runs, else wakes one, so that
+    /// an idle thread's long wait becomes PIN_DELAY.
     pub(crate) fn kick(self: &Arc<Self>) {
         let Some(cm) = self.committer.as_ref() else {
             return;
         };
         if cm.threads.load(Ordering::Acquire) == 0 {
             self.spawn_committer();
+        } else {
+            // Under the queue's lock: a thread between looking at the pins and
+            // waiting holds it, so the wake-up cannot fall in between.
+            let _q = cm.queue.lock();
+            cm.cv.notify_one();
         }
     }
 
@@ -298,8 +305,9 @@ impl Inner {
                     if timed_out && q.is_empty() && pins {
                         break;
                     }
-                    if timed_out && q.is_empty() && threads > 0 {
-                        // Idle: the pool shrinks to nothing; a write starts one again.
+                    if timed_out && q.is_empty() && threads > 0 && self.deferred.lock().is_empty() {
+                        // Idle: the pool shrinks to nothing; a write (or a first pin
+                        // deferred) starts one again.
                         cm.threads.fetch_sub(1, Ordering::AcqRel);
                         cm.sample(0);
                         return;

@@ -298,15 +298,17 @@ fn pins_from_create_and_deferred_releases_free_an_unlinked_file() {
         let mut got = vec![0u8; 3 * 4096];
         assert_eq!(a.read(f, 0, &mut got).unwrap(), 3 * 4096);
         assert_eq!(got, pattern(9, 3 * 4096));
-        // A's release (deferred under delayed commit) frees it; A's close sends
-        // what is still deferred.
+        // A's release frees it: under delayed commit it is deferred, and goes out
+        // on its own (no commit to ride with follows, nor a close) — after A's
+        // commit threads have had time to go idle.
+        std::thread::sleep(Duration::from_millis(300));
         a.release(f).unwrap();
-        a.close().unwrap();
         wait_for(
             &format!("{mode:?}: never freed"),
             Duration::from_millis(10),
             || mds.fs().getattr(f).is_err(),
         );
+        a.close().unwrap();
     }
     b.close().unwrap();
     mds.shutdown().unwrap();
