@@ -233,12 +233,13 @@ impl Inner {
         let Some(cm) = self.committer.as_ref() else {
             return;
         };
+        // Under the queue's lock, as a thread's look at the pins and its wait (or
+        // its idle exit) are: the count read here is after any exit that did not
+        // see the pin, and a thread that stays is waiting when notified.
+        let _q = cm.queue.lock();
         if cm.threads.load(Ordering::Acquire) == 0 {
             self.spawn_committer();
         } else {
-            // Under the queue's lock: a thread between looking at the pins and
-            // waiting holds it, so the wake-up cannot fall in between.
-            let _q = cm.queue.lock();
             cm.cv.notify_one();
         }
     }
