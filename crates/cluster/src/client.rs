@@ -144,6 +144,27 @@ pub(crate) struct FileCache {
     pub pending: Mutex<Pending>,
     /// Signalled when a batch of this file is answered.
     pub done: Condvar,
+    /// Delayed commit: opens of the file made without a call (see `Inner::open_held`).
+    opens: Mutex<HeldOpens>,
+    /// Signalled when a recall's answer that told the server of opens is answered.
+    opens_told: Condvar,
+}
+
+/// Opens a client made on its own, while it held the file's layout (delayed
+/// commit). The server learns of them only from the answer to a recall of the
+/// layout, which every call that could free the file sends first (an unlink, a
+/// rename over it, the drop of its last pin), and takes a pin for each then; a
+/// release takes one of these back first, without a call.
+#[derive(Default)]
+struct HeldOpens {
+    /// Not told to the server.
+    held: u32,
+    /// In a recall's answer on its way: pins of the session once it is answered.
+    telling: u32,
+    /// A pin told in a recall's answer for the file's commits not yet answered
+    /// (its opens may all be released by then: the file must live until they
+    /// apply); dropped once they are (`drop_commit_pin`).
+    commit_pin: bool,
 }
 
 impl FileCache {
@@ -167,10 +188,19 @@ impl FileCache {
     /// for after this drop, and the server recalls it as any other client's.
     /// (Without it the server would recall our own layout and wait for our answer.)
     pub(crate) fn drop_for_commit(&self) -> (u64, u64) {
+        // (What the commit's `keep` says is read after this: once the layout is
+        // gone, opens are made on their own again only under a newer grant, which
+        // the server recalls as any other.)
         let _w = self.drop_layout_locked();
         // Read under the write lock: a grant recorded after it is installed only
         // if it was asked for after the `gen` bump (so after this drop).
         *self.granted.lock()
+    }
+
+    /// Whether this client has the file open on its own account (a commit's
+    /// `keep`), read after `drop_for_commit`.
+    pub(crate) fn keeps_opens(&self) -> bool {
+        self.opens.lock().held > 0
     }
 
     /// Records grant `grant` of a layout asked for by session `client`; under the
@@ -435,7 +465,7 @@ impl Client {
             MetaReply::Created { attr, layout } => {
                 let (l, grant) = Cached::granted(layout);
                 self.inner
-                    .install_created_layout(attr.ino, client, grant, recalls, l);
+                    .install_reply_layout(attr.ino, client, grant, recalls, l);
                 attr
             }
             _ => {
@@ -759,6 +789,49 @@ impl Inner {
         Err(io(std::io::ErrorKind::TimedOut, "layout kept changing"))
     }
 
+    /// Delayed commit: opens `ino` without a call when its layout is held. The
+    /// server counts this client among the file's holders then, and recalls the
+    /// layout before any call that could free the file; the answer tells it of
+    /// this open (`on_recall`). Other clients' changes recall the layout too, so
+    /// the open sees them as an open call would.
+    fn open_held(&self, ino: Ino) -> bool {
+        if self.committer.is_none() {
+            return false;
+        }
+        let Some(fc) = self.files.lock().get(&ino).cloned() else {
+            return false;
+        };
+        let g = fc.layout.read();
+        if g.is_none() {
+            return false;
+        }
+        fc.opens.lock().held += 1;
+        true
+    }
+
+    /// Drops the file's commit pin (see `HeldOpens::commit_pin`) if it has one and
+    /// no commit of it waits any more; with the next compound commit, once the
+    /// recall's answer that told of it is answered.
+    pub(crate) fn drop_commit_pin(self: &Arc<Self>, fc: &FileCache, ino: Ino) {
+        let mut o = fc.opens.lock();
+        if !o.commit_pin {
+            return;
+        }
+        {
+            let p = fc.pending.lock();
+            if !p.extents.is_empty() || p.inflight > 0 {
+                return;
+            }
+        }
+        o.commit_pin = false;
+        while o.telling > 0 {
+            fc.opens_told.wait(&mut o);
+        }
+        drop(o);
+        // (Delayed commit: only queued.)
+        let _ = self.unpin(MetaReq::Release { ino });
+    }
+
     /// Opens `ino` (`served`: its number on the server) and, unless a layout of it
     /// is cached, takes the layout of its first pages in the same call (the read
     /// that usually follows needs no call of its own), installed as `with_layout`
@@ -799,11 +872,12 @@ impl Inner {
         Ok(())
     }
 
-    /// Installs the layout a create of `ino` brought (granted `grant` to session
-    /// `client`), unless a recall came since `recalls` (recalls answered before the
-    /// call): the file had no cache entry for a recall to find, so any recall counts.
+    /// Installs the layout a create or a lookup of `ino` brought (granted `grant`
+    /// to session `client`), unless a recall came since `recalls` (recalls answered
+    /// before the call): the file may have had no cache entry for a recall to find,
+    /// so any recall counts.
     /// A recall after the check finds the entry made here and drops the layout.
-    fn install_created_layout(
+    fn install_reply_layout(
         self: &Arc<Self>,
         ino: Ino,
         client: u64,
@@ -1071,6 +1145,7 @@ impl Inner {
                 expect,
                 // Set when it is sent (`drop_for_commit`).
                 dropped: 0,
+                keep: false,
             };
             if delayed {
                 let queue = {
@@ -1093,6 +1168,7 @@ impl Inner {
                 return Ok(data.len());
             }
             c.dropped = dropped_for(owner, fc.drop_for_commit());
+            c.keep = fc.keeps_opens();
             let (r, _) = self.send_commit(owner, vec![c], Vec::new())?;
             match r.first().copied().unwrap_or(libc::EIO) {
                 0 => return Ok(data.len()),
@@ -1386,15 +1462,43 @@ impl Inner {
         }
     }
 
-    /// A recall: drop the layout once no read of it is in flight, then answer.
+    /// A recall: drop the layout once no read of it is in flight, then answer,
+    /// telling the server of the opens made without a call (which a release waits
+    /// for before it sends its own: the server must have their pins first).
     async fn on_recall(&self, client: u64, r: Recall) {
         self.c.recalls.fetch_add(1, Ordering::Relaxed);
         let fc = self.files.lock().get(&r.ino).cloned();
-        if let Some(fc) = fc {
-            fc.drop_layout();
-        }
+        let opens = match &fc {
+            Some(fc) => {
+                // Under the layout's lock: an open on its own checks for the
+                // layout under it, so it is either counted here or makes a call.
+                let _w = fc.drop_layout_locked();
+                let mut o = fc.opens.lock();
+                let mut n = std::mem::take(&mut o.held);
+                if !o.commit_pin && self.committer.is_some() {
+                    let p = fc.pending.lock();
+                    if !p.extents.is_empty() || p.inflight > 0 {
+                        o.commit_pin = true;
+                        n += 1;
+                    }
+                }
+                o.telling += n;
+                n
+            }
+            None => 0,
+        };
         let mut rpc = self.rpc.clone();
-        let _ = rpc.recalled(RecallAck { client, id: r.id }).await;
+        let _ = rpc
+            .recalled(RecallAck {
+                client,
+                id: r.id,
+                opens,
+            })
+            .await;
+        if let (Some(fc), true) = (&fc, opens > 0) {
+            fc.opens.lock().telling -= opens;
+            fc.opens_told.notify_all();
+        }
     }
 }
 
@@ -1407,10 +1511,35 @@ impl FileSystem for Client {
             // The served root is its own parent, as `/` is.
             return self.getattr(parent);
         }
-        self.attr(MetaReq::Lookup {
+        if self.inner.committer.is_none() {
+            return self.attr(MetaReq::Lookup {
+                parent: self.m(parent),
+                name: name.to_vec(),
+            });
+        }
+        // Delayed commit: a regular file's layout comes with it, so that an open
+        // that follows needs no call (`open_held`). As for a create: counted before.
+        let recalls = self.inner.c.recalls.load(Ordering::Acquire);
+        let client = self.inner.session_client();
+        let a = match self.inner.meta(MetaReq::LookupLayout {
             parent: self.m(parent),
             name: name.to_vec(),
-        })
+        })? {
+            MetaReply::Attr(a) => a,
+            MetaReply::Found { attr, layout } => {
+                let (l, grant) = Cached::granted(layout);
+                self.inner
+                    .install_reply_layout(attr.ino, client, grant, recalls, l);
+                attr
+            }
+            _ => {
+                return Err(io(
+                    std::io::ErrorKind::InvalidData,
+                    "metadata server: unexpected reply",
+                ))
+            }
+        };
+        self.inner.own_size(a).map(|a| self.back(a))
     }
 
     fn getattr(&self, ino: Ino) -> Result<Attr> {
@@ -1631,7 +1760,7 @@ impl FileSystem for Client {
     }
 
     fn open(&self, ino: Ino) -> Result<()> {
-        if self.inner.claim_created(self.m(ino)) {
+        if self.inner.claim_created(self.m(ino)) || self.inner.open_held(self.m(ino)) {
             return Ok(());
         }
         self.inner.open_with_layout(ino, self.m(ino))
@@ -1643,9 +1772,24 @@ impl FileSystem for Client {
         // (The table's lock is let go before the file's: a reader takes them the
         // other way round.) Not cleared: FUSE drops a RELEASE's error, so the next
         // fsync or close(2) reports it too.
-        let fc = self.inner.files.lock().get(&ino).cloned();
+        let fc = self.inner.files.lock().get(&self.m(ino)).cloned();
+        // An open made without a call goes without one. Else the pin is the
+        // server's: once a recall's answer that told of opens is answered.
+        let held = fc.as_ref().is_some_and(|fc| {
+            let mut o = fc.opens.lock();
+            if o.held > 0 {
+                o.held -= 1;
+                return true;
+            }
+            while o.telling > 0 {
+                fc.opens_told.wait(&mut o);
+            }
+            false
+        });
         let failed = fc.and_then(|fc| fc.pending.lock().error);
-        self.inner.unpin(MetaReq::Release { ino: self.m(ino) })?;
+        if !held {
+            self.inner.unpin(MetaReq::Release { ino: self.m(ino) })?;
+        }
         match failed {
             Some(e) => Err(from_errno(e, "background commit failed".into())),
             None => Ok(()),

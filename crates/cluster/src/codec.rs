@@ -85,6 +85,7 @@ mod tests {
                 runs: vec![(900, 2)],
                 expect: vec![(5, 77)],
                 dropped: 42,
+                keep: true,
             }],
             after: vec![crate::proto::MetaReq::Release { ino: 12 }],
         };

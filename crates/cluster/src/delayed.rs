@@ -388,8 +388,10 @@ impl Inner {
             // The file's layout goes before its commits are sent (their `dropped`):
             // reads of the pages they write come from the overlay until answered.
             let dropped = fc.drop_for_commit();
+            let keep = fc.keeps_opens();
             for (mut c, pr, o) in ex {
                 c.dropped = crate::client::dropped_for(o, dropped);
+                c.keep = keep;
                 commits.push(c);
                 parts.push(pr);
                 owners.push(o);
@@ -511,6 +513,8 @@ impl Inner {
             fc.done.notify_all();
             if requeue {
                 self.enqueue_with(ino, false);
+            } else {
+                self.drop_commit_pin(&fc, ino);
             }
         }
         if let Some(cm) = self.committer.as_ref() {

@@ -174,6 +174,14 @@ pub enum MetaReq {
         first: u64,
         n: u64,
     },
+    /// `Lookup`, and for a regular file the layout of its first 1024 pages with it
+    /// (answered `Found`; other kinds `Attr`). Delayed commit sends it: with the
+    /// layout held, an open of the file that follows needs no call (see
+    /// `RecallAck::opens`).
+    LookupLayout {
+        parent: Ino,
+        name: Vec<u8>,
+    },
 }
 
 /// A [`MetaReq`] of a session.
@@ -204,6 +212,11 @@ pub enum MetaReply {
     /// client wrote it already), so that the creator's first write needs no layout
     /// call.
     Created {
+        attr: Attr,
+        layout: LayoutGrant,
+    },
+    /// `LookupLayout` of a regular file: its attributes and its layout.
+    Found {
         attr: Attr,
         layout: LayoutGrant,
     },
@@ -288,6 +301,11 @@ pub struct ExtentCommit {
     /// of the file it granted this client up to that number: the client holds none
     /// of them (its own commit would otherwise recall it and wait a round trip).
     pub dropped: u64,
+    /// The client has the file open on its own account, opens the server has not
+    /// been told of (see `RecallAck::opens`): a `dropped` promise then leaves it
+    /// among the file's holders all the same, so that a call that would free the
+    /// file still recalls it first and learns of them.
+    pub keep: bool,
 }
 
 /// A compound commit: several files' commits in one message. `seq` numbers a
@@ -333,4 +351,8 @@ pub struct RecallAck {
     pub client: u64,
     /// The recall's id.
     pub id: u64,
+    /// Delayed commit: opens of the file the client made on its own while it held
+    /// the layout, not sent (each one an open's pin the server takes now, before
+    /// the recalling call goes on: an unlink then leaves the file to its opens).
+    pub opens: u32,
 }

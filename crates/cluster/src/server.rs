@@ -84,6 +84,9 @@ struct FileState {
     holders: HashMap<u64, u64>,
 }
 
+/// A recall awaiting its answer: the recalled client, the file, the waiter.
+type PendingRecall = (u64, Ino, oneshot::Sender<()>);
+
 /// An expired session's delegated runs and pins, waiting out its lease.
 type Limbo = (Vec<(u64, u64)>, Pins);
 
@@ -133,8 +136,8 @@ struct Inner {
     /// recalled is the one unlinked or replaced; calls that only add names share
     /// them (they run side by side, but not inside an unlink or a rename).
     ns: Vec<tokio::sync::RwLock<()>>,
-    /// Recalls awaiting an answer: id → (client, waiter).
-    pending: Mutex<HashMap<u64, (u64, oneshot::Sender<()>)>>,
+    /// Recalls awaiting an answer: id → (client, file, waiter).
+    pending: Mutex<HashMap<u64, PendingRecall>>,
     /// Expired sessions' delegations and pins (opens, remembered lookups) waiting
     /// out the lease before they are freed and dropped: the client may write into
     /// its space and read through its layouts until its lease runs out.
@@ -302,6 +305,23 @@ impl Inner {
         // Holder sets name the client until the next recall of each file skips it.
     }
 
+    /// Takes `n` open pins of `ino` for session `client`: opens its client made
+    /// without a call while it held the layout, reported in a recall's answer.
+    /// None if the session is gone (its pins went with it). Under the sessions'
+    /// lock, so that an expiry drops either all of them or none.
+    fn pin_reported_opens(&self, client: u64, ino: Ino, n: u32) {
+        let mut ss = self.sessions.lock();
+        let Some(s) = ss.get_mut(&client) else {
+            return;
+        };
+        for _ in 0..n {
+            if self.fs.open(ino).is_err() {
+                return;
+            }
+            *s.opens.entry(ino).or_insert(0) += 1;
+        }
+    }
+
     /// Ends a session whose client went quiet (see `expire_with`).
     fn expire(self: &Arc<Self>, client: u64) {
         self.expire_with(client, true);
@@ -373,18 +393,30 @@ impl Inner {
     /// cut off meanwhile (its client gone: the handler runs in a task of its own
     /// anyway) leaves the rest to the next recall.
     ///
-    /// `spare`: a client and the newest grant it dropped before the call (see
-    /// `ExtentCommit::dropped`); a holder of no newer grant is not recalled.
-    async fn recall(self: &Arc<Self>, st: &mut FileState, ino: Ino, spare: Option<(u64, u64)>) {
+    /// `spare`: a client, the newest grant it dropped before the call and whether
+    /// it keeps opens of its own (see `ExtentCommit::dropped` and `keep`); a holder
+    /// of no newer grant is not recalled (and stays a holder if it keeps opens).
+    async fn recall(
+        self: &Arc<Self>,
+        st: &mut FileState,
+        ino: Ino,
+        spare: Option<(u64, u64, bool)>,
+    ) {
         let holders: Vec<(u64, u64)> = st.holders.iter().map(|(&c, &g)| (c, g)).collect();
         let mut waits = Vec::new();
         for (c, grant) in holders {
-            if spare.is_some_and(|(sc, dropped)| sc == c && grant <= dropped) {
+            if let Some((_, _, keep)) =
+                spare.filter(|&(sc, dropped, _)| sc == c && grant <= dropped)
+            {
                 // The caller dropped every layout of the file it had been granted
-                // up to `dropped` before it asked: it holds none to recall.
-                st.holders.remove(&c);
-                if let Some(s) = self.sessions.lock().get_mut(&c) {
-                    s.holds.remove(&ino);
+                // up to `dropped` before it asked: it holds none to recall. Opens
+                // it made on its own keep it a holder: a call that would free the
+                // file must still recall it and learn of them.
+                if !keep {
+                    st.holders.remove(&c);
+                    if let Some(s) = self.sessions.lock().get_mut(&c) {
+                        s.holds.remove(&ino);
+                    }
                 }
                 self.stats.recalls_spared.fetch_add(1, Ordering::Relaxed);
                 continue;
@@ -398,7 +430,7 @@ impl Inner {
             };
             let id = self.next_recall.fetch_add(1, Ordering::Relaxed);
             let (otx, orx) = oneshot::channel();
-            self.pending.lock().insert(id, (c, otx));
+            self.pending.lock().insert(id, (c, ino, otx));
             self.stats.recalls.fetch_add(1, Ordering::Relaxed);
             // Never waits for a full stream: a client that does not drain its
             // recalls is treated as one that does not answer.
@@ -528,6 +560,25 @@ impl Inner {
         let reply = async {
             match req {
                 MetaReq::Lookup { parent, name } => attr(fs.lookup(parent, &name)),
+                MetaReq::LookupLayout { parent, name } => match fs.lookup(parent, &name) {
+                    Ok(a) if a.kind == FileKind::Regular => {
+                        let l = self
+                            .layout(LayoutReq {
+                                client,
+                                ino: a.ino,
+                                first: 0,
+                                n: 1024,
+                            })
+                            .await;
+                        match l {
+                            Ok(LayoutReply::Ok(layout)) => MetaReply::Found { attr: a, layout },
+                            // Found all the same, without a layout (the session
+                            // went meanwhile: the next call opens another).
+                            Ok(LayoutReply::Err(..)) | Err(_) => MetaReply::Attr(a),
+                        }
+                    }
+                    r => attr(r),
+                },
                 MetaReq::Getattr { ino } => attr(fs.getattr(ino)),
                 MetaReq::Setattr { ino, attr: a } => attr(fs.setattr(ino, &a)),
                 MetaReq::Create {
@@ -852,7 +903,7 @@ impl Inner {
                 Err(e) => return e.errno(),
             }
         }
-        let spare = (c.dropped != 0).then_some((client, c.dropped));
+        let spare = (c.dropped != 0).then_some((client, c.dropped, c.keep));
         self.recall(&mut st, c.ino, spare).await;
         // Taken from the pool only now: a recall that expired this very session
         // has given the pool back already.
@@ -974,11 +1025,19 @@ impl Mds for Service {
         let a = req.into_inner();
         let ok = self.0.alive(a.client).is_ok();
         // Only the recalled client answers its recall.
-        let mut p = self.0.pending.lock();
-        if p.get(&a.id).is_some_and(|(c, _)| *c == a.client) {
-            if let Some((_, tx)) = p.remove(&a.id) {
-                let _ = tx.send(());
+        let found = {
+            let mut p = self.0.pending.lock();
+            match p.get(&a.id) {
+                Some((c, ..)) if *c == a.client => p.remove(&a.id),
+                _ => None,
             }
+        };
+        if let Some((client, ino, tx)) = found {
+            // The opens it made on its own become pins of its session before the
+            // recalling call (waiting for `tx`, under the file's lock) goes on:
+            // the file is alive (every call that could free it recalls first).
+            self.0.pin_reported_opens(client, ino, a.opens);
+            let _ = tx.send(());
         }
         Ok(Response::new(LeaseReply { ok }))
     }

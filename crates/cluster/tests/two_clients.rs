@@ -661,3 +661,131 @@ fn a_create_brings_the_layout_its_first_write_uses() {
         assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
     }
 }
+
+#[test]
+fn opens_made_without_a_call_keep_an_unlinked_file() {
+    let (_dir, devs, mds) = server(Duration::from_millis(400), 64);
+    let a = client_with(mds.addr(), &devs, CommitMode::Delayed);
+    let b = client(mds.addr(), &devs);
+    let model = pattern(3, 2 * 4096 + 10);
+    let make = |name: &[u8]| {
+        let f = b.create(ROOT_INO, name, 0o644, 0, 0).unwrap().ino;
+        b.open(f).unwrap();
+        b.write(f, 0, &model).unwrap();
+        b.fsync(f).unwrap();
+        b.release(f).unwrap();
+        f
+    };
+    let read_all = |f: u64, what: &str| {
+        let mut got = vec![0u8; 4 * 4096];
+        assert_eq!(a.read(f, 0, &mut got).unwrap(), model.len(), "{what}");
+        assert_eq!(&got[..model.len()], &model[..], "{what}");
+    };
+    let freed = |f: u64, what: &str| {
+        wait_for(
+            &format!("{what}: never freed"),
+            Duration::from_millis(10),
+            || mds.fs().getattr(f).is_err(),
+        )
+    };
+
+    // The lookup brings the layout: the open, the read and the release send
+    // nothing, and leave no pin behind (the other client's unlink frees the file).
+    let f = make(b"quiet");
+    assert_eq!(a.lookup(ROOT_INO, b"quiet").unwrap().ino, f);
+    let before = a.client_stats().rpcs;
+    a.open(f).unwrap();
+    read_all(f, "held open");
+    a.release(f).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(
+        a.client_stats().rpcs,
+        before,
+        "open, read and release sent calls"
+    );
+    b.unlink(ROOT_INO, b"quiet").unwrap();
+    freed(f, "after open and release");
+
+    // Unlinked by the other client while held open without a call: the unlink
+    // recalls the layout, the answer tells of the open, and the file stays
+    // readable until the release.
+    let f = make(b"other");
+    a.lookup(ROOT_INO, b"other").unwrap();
+    a.open(f).unwrap();
+    b.unlink(ROOT_INO, b"other").unwrap();
+    read_all(f, "unlinked by the other client");
+    assert!(mds.fs().getattr(f).is_ok());
+    a.release(f).unwrap();
+    freed(f, "unlinked by the other client");
+
+    // The same after the opener's own commit (which drops its layout without a
+    // recall, but keeps it among the holders: `ExtentCommit::keep`).
+    let f = make(b"written");
+    a.lookup(ROOT_INO, b"written").unwrap();
+    a.open(f).unwrap();
+    a.write(f, 4096, &model[4096..8192]).unwrap();
+    a.fsync(f).unwrap();
+    b.unlink(ROOT_INO, b"written").unwrap();
+    read_all(f, "written, then unlinked by the other client");
+    a.release(f).unwrap();
+    freed(f, "written, then unlinked");
+
+    // Unlinked by the opener itself (whose own unlink recalls its layout too).
+    let f = make(b"own");
+    a.lookup(ROOT_INO, b"own").unwrap();
+    a.open(f).unwrap();
+    a.open(f).unwrap();
+    a.unlink(ROOT_INO, b"own").unwrap();
+    read_all(f, "unlinked by the opener");
+    a.release(f).unwrap();
+    read_all(f, "one open left");
+    a.release(f).unwrap();
+    freed(f, "unlinked by the opener");
+
+    a.close().unwrap();
+    b.close().unwrap();
+    mds.shutdown().unwrap();
+    assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
+}
+
+#[test]
+fn a_commit_on_its_way_keeps_a_file_its_held_opens_let_go() {
+    // A reaches the server through a 100 ms round trip, B directly: B's unlink
+    // comes while A's commit is on its way, and its recall reaches A before the
+    // commit's answer does.
+    let (_dir, devs, mds) = server(Duration::from_millis(3000), 64);
+    let proxy = mnemofs_cluster::netdelay::DelayProxy::start(
+        "127.0.0.1:0".parse().unwrap(),
+        mds.addr(),
+        Duration::from_millis(50),
+    )
+    .unwrap();
+    let a = client_with(proxy.addr(), &devs, CommitMode::Delayed);
+    let b = client(mds.addr(), &devs);
+    let f = b.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap().ino;
+    b.open(f).unwrap();
+    b.write(f, 0, &pattern(1, 4096)).unwrap();
+    b.fsync(f).unwrap();
+    b.release(f).unwrap();
+
+    // Opened without a call, written (the commit queued and sent at once) and
+    // released without a call: only the commit keeps A's interest in the file.
+    a.lookup(ROOT_INO, b"f").unwrap();
+    a.open(f).unwrap();
+    a.write(f, 4096, &pattern(2, 4096)).unwrap();
+    a.release(f).unwrap();
+    std::thread::sleep(Duration::from_millis(10));
+    b.unlink(ROOT_INO, b"f").unwrap();
+    // The recall's answer told of a pin for the commit: the commit applies to the
+    // unlinked file, and the pin goes once it is answered, which frees the file.
+    a.fsync(f).unwrap();
+    wait_for("never freed", Duration::from_millis(10), || {
+        mds.fs().getattr(f).is_err()
+    });
+
+    a.close().unwrap();
+    b.close().unwrap();
+    drop(proxy);
+    mds.shutdown().unwrap();
+    assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
+}
