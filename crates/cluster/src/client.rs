@@ -475,6 +475,7 @@ impl Client {
                 ))
             }
         };
+        self.inner.settle_end(a.ino);
         let a = self.inner.own_size(a)?;
         self.inner.created(self.m(a.ino));
         Ok(a)
@@ -807,6 +808,20 @@ impl Inner {
         }
         fc.opens.lock().held += 1;
         true
+    }
+
+    /// Forgets the end of this client's earlier writes of `ino` if none of them is
+    /// queued or unanswered: the file was just created, so they were of a file
+    /// freed since whose number the new one reuses (else the create's size, 0,
+    /// would look behind them and `own_size` would ask the server again).
+    fn settle_end(&self, ino: Ino) {
+        let Some(fc) = self.files.lock().get(&ino).cloned() else {
+            return;
+        };
+        let mut p = fc.pending.lock();
+        if p.extents.is_empty() && p.inflight == 0 && p.overlay.is_empty() {
+            p.end = 0;
+        }
     }
 
     /// Drops the file's commit pin (see `HeldOpens::commit_pin`) if it has one and

@@ -789,3 +789,37 @@ fn a_commit_on_its_way_keeps_a_file_its_held_opens_let_go() {
     mds.shutdown().unwrap();
     assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
 }
+
+#[test]
+fn a_create_that_reuses_a_files_number_sends_one_call() {
+    let (_dir, devs, mds) = server(Duration::from_millis(400), 64);
+    let a = client_with(mds.addr(), &devs, CommitMode::Delayed);
+    let f = a.create(ROOT_INO, b"old", 0o644, 0, 0).unwrap().ino;
+    a.open(f).unwrap();
+    a.write(f, 0, &pattern(5, 8 * 4096)).unwrap();
+    a.fsync(f).unwrap();
+    a.release(f).unwrap();
+    a.unlink(ROOT_INO, b"old").unwrap();
+    wait_for("never freed", Duration::from_millis(10), || {
+        mds.fs().getattr(f).is_err()
+    });
+    // The end of A's writes of the old file must not make the new one's size
+    // look stale (a getattr more per create).
+    let mut reused = false;
+    for i in 0..64 {
+        let before = a.client_stats().rpcs;
+        let attr = a
+            .create(ROOT_INO, format!("new{i}").as_bytes(), 0o644, 0, 0)
+            .unwrap();
+        assert_eq!(a.client_stats().rpcs, before + 1, "create {i}");
+        assert_eq!(attr.size, 0);
+        if attr.ino == f {
+            reused = true;
+            break;
+        }
+    }
+    assert!(reused, "no create reused the freed number");
+    a.close().unwrap();
+    mds.shutdown().unwrap();
+    assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
+}
