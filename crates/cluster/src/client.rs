@@ -163,8 +163,9 @@ struct HeldOpens {
     telling: u32,
     /// A pin told in a recall's answer for the file's commits not yet answered
     /// (its opens may all be released by then: the file must live until they
-    /// apply); dropped once they are (`drop_commit_pin`).
-    commit_pin: bool,
+    /// apply), and the session it was told to; dropped once they are
+    /// (`drop_commit_pin`).
+    commit_pin: Option<u64>,
 }
 
 impl FileCache {
@@ -197,10 +198,19 @@ impl FileCache {
         *self.granted.lock()
     }
 
-    /// Whether this client has the file open on its own account (a commit's
-    /// `keep`), read after `drop_for_commit`.
-    pub(crate) fn keeps_opens(&self) -> bool {
-        self.opens.lock().held > 0
+    /// A commit's `keep`, read after `drop_for_commit`: whether the server must
+    /// keep this client among the file's holders after applying it, because it
+    /// holds opens of the file made without a call, or writes of the file not in
+    /// this commit are still to be committed (queued; or in flight beyond the
+    /// `own` batches of the commit's own): until they apply, a call that would
+    /// free the file must recall it (its answer then tells of a commit pin).
+    pub(crate) fn keeps_holder(&self, own: u32) -> bool {
+        let o = self.opens.lock();
+        if o.held > 0 {
+            return true;
+        }
+        let p = self.pending.lock();
+        !p.extents.is_empty() || p.inflight > own
     }
 
     /// Records grant `grant` of a layout asked for by session `client`; under the
@@ -829,22 +839,25 @@ impl Inner {
     /// recall's answer that told of it is answered.
     pub(crate) fn drop_commit_pin(self: &Arc<Self>, fc: &FileCache, ino: Ino) {
         let mut o = fc.opens.lock();
-        if !o.commit_pin {
+        let Some(told) = o.commit_pin else {
             return;
-        }
+        };
         {
             let p = fc.pending.lock();
             if !p.extents.is_empty() || p.inflight > 0 {
                 return;
             }
         }
-        o.commit_pin = false;
+        o.commit_pin = None;
         while o.telling > 0 {
             fc.opens_told.wait(&mut o);
         }
         drop(o);
-        // (Delayed commit: only queued.)
-        let _ = self.unpin(MetaReq::Release { ino });
+        // Only a pin of the session now (one told to a session gone went with it).
+        if told == self.session_client() {
+            // (Delayed commit: only queued.)
+            let _ = self.unpin(MetaReq::Release { ino });
+        }
     }
 
     /// Opens `ino` (`served`: its number on the server) and, unless a layout of it
@@ -1183,7 +1196,7 @@ impl Inner {
                 return Ok(data.len());
             }
             c.dropped = dropped_for(owner, fc.drop_for_commit());
-            c.keep = fc.keeps_opens();
+            c.keep = fc.keeps_holder(0);
             let (r, _) = self.send_commit(owner, vec![c], Vec::new())?;
             match r.first().copied().unwrap_or(libc::EIO) {
                 0 => return Ok(data.len()),
@@ -1489,12 +1502,19 @@ impl Inner {
                 // layout under it, so it is either counted here or makes a call.
                 let _w = fc.drop_layout_locked();
                 let mut o = fc.opens.lock();
-                let mut n = std::mem::take(&mut o.held);
-                if !o.commit_pin && self.committer.is_some() {
-                    let p = fc.pending.lock();
-                    if !p.extents.is_empty() || p.inflight > 0 {
-                        o.commit_pin = true;
-                        n += 1;
+                // Told only to the session now: a recall of a session this client
+                // has left (its watch may still run) must not take opens made
+                // under the new one to a session that will expire.
+                let current = self.session.read().client == client;
+                let mut n = 0;
+                if current {
+                    n = std::mem::take(&mut o.held);
+                    if o.commit_pin.is_none() && self.committer.is_some() {
+                        let p = fc.pending.lock();
+                        if !p.extents.is_empty() || p.inflight > 0 {
+                            o.commit_pin = Some(client);
+                            n += 1;
+                        }
                     }
                 }
                 o.telling += n;

@@ -388,10 +388,13 @@ impl Inner {
             // The file's layout goes before its commits are sent (their `dropped`):
             // reads of the pages they write come from the overlay until answered.
             let dropped = fc.drop_for_commit();
-            let keep = fc.keeps_opens();
-            for (mut c, pr, o) in ex {
+            // Every commit of the file but the batch's last keeps this client a
+            // holder: the server spares it (no recall) at the first, and the file
+            // must not be freed before the last is applied.
+            let keep = fc.keeps_holder(1);
+            for (k, (mut c, pr, o)) in ex.into_iter().enumerate() {
                 c.dropped = crate::client::dropped_for(o, dropped);
-                c.keep = keep;
+                c.keep = keep || k + 1 < n;
                 commits.push(c);
                 parts.push(pr);
                 owners.push(o);

@@ -445,6 +445,11 @@ impl Inner {
                 sent && matches!(tokio::time::timeout(self.cfg.lease, orx).await, Ok(Ok(())));
             self.pending.lock().remove(&id);
             if !answered {
+                // It may hold opens of the file made without a call (delayed
+                // commit), and read through its layout until its lease runs out:
+                // the file is kept a lease, as the pins of its opens made with a
+                // call are (`expire` moves this pin with them).
+                self.pin_reported_opens(c, ino, 1);
                 self.expire(c);
             }
             st.holders.remove(&c);

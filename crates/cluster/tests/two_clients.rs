@@ -823,3 +823,99 @@ fn a_create_that_reuses_a_files_number_sends_one_call() {
     mds.shutdown().unwrap();
     assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
 }
+
+#[test]
+fn a_batch_keeps_its_client_a_holder_until_its_last_commit() {
+    // C reads the file through a 400 ms round trip: a holder every commit of A
+    // recalls, slow to answer. A's second batch carries two commits of the file;
+    // the first spares A (its own layout dropped) and waits for C; B's unlink,
+    // queued on the file's lock behind it, runs before the second. A must still be
+    // a holder then, to tell of the pin its unapplied commit needs.
+    let (_dir, devs, mds) = server(Duration::from_millis(3000), 64);
+    let one_way = Duration::from_millis(200);
+    let proxy = mnemofs_cluster::netdelay::DelayProxy::start(
+        "127.0.0.1:0".parse().unwrap(),
+        mds.addr(),
+        one_way,
+    )
+    .unwrap();
+    let a = client_with(mds.addr(), &devs, CommitMode::Delayed);
+    let b = client(mds.addr(), &devs);
+    let c = std::sync::Arc::new(client(proxy.addr(), &devs));
+    let f = b.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap().ino;
+    b.open(f).unwrap();
+    b.write(f, 0, &pattern(1, 4 * 4096)).unwrap();
+    b.fsync(f).unwrap();
+    b.release(f).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (c2, s2) = (c.clone(), stop.clone());
+    let reader = std::thread::spawn(move || {
+        let t0 = std::time::Instant::now();
+        let mut buf = vec![0u8; 4096];
+        while !s2.load(std::sync::atomic::Ordering::Relaxed) && t0.elapsed().as_secs() < 20 {
+            if c2.read(f, 0, &mut buf).is_err() {
+                break;
+            }
+        }
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    a.lookup(ROOT_INO, b"f").unwrap();
+    a.open(f).unwrap();
+    let t0 = std::time::Instant::now();
+    // The first batch (one commit, kept: the open is held).
+    a.write(f, 0, &pattern(2, 4096)).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    // Queued behind it: the second batch, two commits; released without a call.
+    a.write(f, 4096, &pattern(3, 4096)).unwrap();
+    a.write(f, 8192, &pattern(4, 4096)).unwrap();
+    a.release(f).unwrap();
+    // The second batch's first commit waits for C's answer by now.
+    std::thread::sleep((5 * one_way / 2 + Duration::from_millis(100)).saturating_sub(t0.elapsed()));
+    b.unlink(ROOT_INO, b"f").unwrap();
+    let r = a.fsync(f);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    reader.join().unwrap();
+    assert!(
+        r.is_ok(),
+        "a commit of the batch found the file freed: {r:?}"
+    );
+    wait_for("never freed", Duration::from_millis(10), || {
+        mds.fs().getattr(f).is_err()
+    });
+    a.close().unwrap();
+    b.close().unwrap();
+    if let Ok(c) = std::sync::Arc::try_unwrap(c) {
+        c.close().unwrap();
+    }
+    drop(proxy);
+    mds.shutdown().unwrap();
+    assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
+}
+
+#[test]
+fn a_holder_expired_for_not_answering_keeps_the_file_a_lease() {
+    // A holds the file open without a call and stops answering (as a hung client):
+    // B's unlink expires it after a lease, and the file, which A may still read
+    // through its layout until its own lease runs out, stays for one more.
+    let (_dir, devs, mds) = server(Duration::from_millis(600), 64);
+    let a = client_with(mds.addr(), &devs, CommitMode::Delayed);
+    let b = client(mds.addr(), &devs);
+    let f = b.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap().ino;
+    b.open(f).unwrap();
+    b.write(f, 0, &pattern(1, 2 * 4096)).unwrap();
+    b.fsync(f).unwrap();
+    b.release(f).unwrap();
+    a.lookup(ROOT_INO, b"f").unwrap();
+    a.open(f).unwrap();
+    a.stop_renewing();
+    b.unlink(ROOT_INO, b"f").unwrap();
+    assert_eq!(expired(&mds), 1);
+    assert!(mds.fs().getattr(f).is_ok(), "freed at once");
+    wait_for("never freed", Duration::from_millis(10), || {
+        mds.fs().getattr(f).is_err()
+    });
+    b.close().unwrap();
+    drop(a);
+    mds.shutdown().unwrap();
+    assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
+}
