@@ -634,20 +634,44 @@ impl Inner {
     }
 
     /// Drops a pin (`Release` or `Forget`): at once with synchronous commits;
-    /// with delayed commits in the next compound commit (nothing waits for it).
+    /// with delayed commits in a later compound commit (nothing waits for it) —
+    /// once every commit of the file queued or unanswered now is answered
+    /// (`Pending::parked`): the pin may be all that keeps an unlinked file, and a
+    /// batch of other files (another file's fsync, another commit thread) could
+    /// carry it ahead of them.
     fn unpin(self: &Arc<Self>, req: MetaReq) -> Result<()> {
         if self.committer.is_none() {
             return self.unit(req);
         }
+        let ino = match &req {
+            MetaReq::Release { ino } | MetaReq::Forget { ino, .. } => Some(*ino),
+            _ => None,
+        };
+        if let Some(fc) = ino.and_then(|i| self.files.lock().get(&i).cloned()) {
+            let mut p = fc.pending.lock();
+            if !p.extents.is_empty() || p.inflight > 0 {
+                p.parked.push(req);
+                return Ok(());
+            }
+        }
+        self.defer_pins(vec![req]);
+        Ok(())
+    }
+
+    /// Pin drops for the next compound commit (alone after `PIN_DELAY`).
+    pub(crate) fn defer_pins(self: &Arc<Self>, reqs: Vec<MetaReq>) {
+        if reqs.is_empty() {
+            return;
+        }
         let first = {
             let mut d = self.deferred.lock();
-            d.push(req);
-            d.len() == 1
+            let was_empty = d.is_empty();
+            d.extend(reqs);
+            was_empty
         };
         if first {
             self.kick();
         }
-        Ok(())
     }
 
     /// The session's client id now.
@@ -1509,7 +1533,8 @@ impl Inner {
                 let mut n = 0;
                 if current {
                     n = std::mem::take(&mut o.held);
-                    if o.commit_pin.is_none() && self.committer.is_some() {
+                    // (One told to a session gone went with it.)
+                    if o.commit_pin.is_none_or(|s| s != client) && self.committer.is_some() {
                         let p = fc.pending.lock();
                         if !p.extents.is_empty() || p.inflight > 0 {
                             o.commit_pin = Some(client);

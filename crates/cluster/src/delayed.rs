@@ -79,6 +79,9 @@ pub(crate) struct Pending {
     pub error: Option<i32>,
     /// When the oldest uncommitted write was queued.
     pub since: Option<Instant>,
+    /// Pin drops of the file (`Release`, `Forget`) waiting until its commits queued
+    /// or unanswered when they were made are answered (`Inner::unpin`).
+    pub parked: Vec<crate::proto::MetaReq>,
 }
 
 /// One sample of the commit machinery (the paper's Figure 6).
@@ -496,7 +499,7 @@ impl Inner {
                 p.extents = fixed;
                 p.extents.extend(later);
             }
-            let requeue = {
+            let (requeue, parked) = {
                 let mut p = fc.pending.lock();
                 p.inflight -= 1;
                 if let (Some(cm), Some(s)) = (self.committer.as_ref(), since) {
@@ -508,11 +511,17 @@ impl Inner {
                 if !p.extents.is_empty() && !p.queued {
                     p.queued = true;
                     p.since.get_or_insert_with(Instant::now);
-                    true
+                    (true, Vec::new())
+                } else if p.extents.is_empty() && p.inflight == 0 {
+                    // Every commit of the file made before its parked pin drops
+                    // is answered: they may go.
+                    (false, std::mem::take(&mut p.parked))
                 } else {
-                    false
+                    (false, Vec::new())
                 }
             };
+            // Before the wake-up: a flush that waited for this file sends them next.
+            self.defer_pins(parked);
             fc.done.notify_all();
             if requeue {
                 self.enqueue_with(ino, false);

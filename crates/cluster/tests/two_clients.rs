@@ -919,3 +919,66 @@ fn a_holder_expired_for_not_answering_keeps_the_file_a_lease() {
     mds.shutdown().unwrap();
     assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
 }
+
+#[test]
+fn a_release_waits_for_the_commits_of_its_file() {
+    // A (delayed) reaches the server through 50 ms each way, B (sync) directly.
+    // A releases x while a commit of x is queued behind one in flight, then an
+    // fsync of y sends a batch: x's release must not ride with it, ahead of x's
+    // queued commit, or B's unlink lets it free x (and a create of B may reuse
+    // the number, x's commit then landing in the new file).
+    let (_dir, devs, mds) = server(Duration::from_millis(3000), 64);
+    let proxy = mnemofs_cluster::netdelay::DelayProxy::start(
+        "127.0.0.1:0".parse().unwrap(),
+        mds.addr(),
+        Duration::from_millis(50),
+    )
+    .unwrap();
+    let a = client_with(proxy.addr(), &devs, CommitMode::Delayed);
+    let b = std::sync::Arc::new(client(mds.addr(), &devs));
+    let x = a.create(ROOT_INO, b"x", 0o644, 0, 0).unwrap().ino;
+    let y = a.create(ROOT_INO, b"y", 0o644, 0, 0).unwrap().ino;
+    a.open(x).unwrap();
+    a.open(y).unwrap();
+    a.write(y, 0, &pattern(9, 4096)).unwrap();
+    a.fsync(y).unwrap();
+    let t0 = std::time::Instant::now();
+    // Sent at once (nothing else of x waits: the client does not stay a holder).
+    a.write(x, 0, &pattern(1, 4096)).unwrap();
+    std::thread::sleep(Duration::from_millis(10));
+    // A whole page (no layout asked): queued behind the first.
+    a.write(x, 4096, &pattern(2, 4096)).unwrap();
+    a.release(x).unwrap();
+    a.write(y, 4096, &pattern(3, 4096)).unwrap();
+    let b2 = b.clone();
+    let unlinker = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(65).saturating_sub(t0.elapsed()));
+        b2.unlink(ROOT_INO, b"x").unwrap();
+        std::thread::sleep(Duration::from_millis(95).saturating_sub(t0.elapsed()));
+        (0..64).find(|i| {
+            b2.create(ROOT_INO, format!("z{i}").as_bytes(), 0o644, 0, 0)
+                .unwrap()
+                .ino
+                == x
+        })
+    });
+    std::thread::sleep(Duration::from_millis(30).saturating_sub(t0.elapsed()));
+    a.fsync(y).unwrap();
+    let reused = unlinker.join().unwrap();
+    let r = a.fsync(x);
+    if reused.is_some() {
+        assert_eq!(
+            b.getattr(x).unwrap().size,
+            0,
+            "a new file got the freed file's queued write"
+        );
+    }
+    assert!(r.is_ok(), "x's queued commit found the file freed: {r:?}");
+    wait_for("x never freed", Duration::from_millis(10), || {
+        reused.is_some() || mds.fs().getattr(x).is_err()
+    });
+    a.close().unwrap();
+    drop(proxy);
+    mds.shutdown().unwrap();
+    assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
+}
