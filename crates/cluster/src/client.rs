@@ -1833,19 +1833,24 @@ impl FileSystem for Client {
         // other way round.) Not cleared: FUSE drops a RELEASE's error, so the next
         // fsync or close(2) reports it too.
         let fc = self.inner.files.lock().get(&self.m(ino)).cloned();
-        // An open made without a call goes without one. Else the pin is the
-        // server's: once a recall's answer that told of opens is answered.
-        let held = fc.as_ref().is_some_and(|fc| {
-            let mut o = fc.opens.lock();
-            if o.held > 0 {
-                o.held -= 1;
-                return true;
-            }
-            while o.telling > 0 {
-                fc.opens_told.wait(&mut o);
-            }
-            false
-        });
+        // A create's pin no open took is the one dropped (the caller released the
+        // file without opening it): else a later open would take it for its own,
+        // and hold nothing. Then an open made without a call goes without one.
+        // Else the pin is the server's: once a recall's answer that told of opens
+        // is answered.
+        let created = self.inner.claim_created(self.m(ino));
+        let held = !created
+            && fc.as_ref().is_some_and(|fc| {
+                let mut o = fc.opens.lock();
+                if o.held > 0 {
+                    o.held -= 1;
+                    return true;
+                }
+                while o.telling > 0 {
+                    fc.opens_told.wait(&mut o);
+                }
+                false
+            });
         let failed = fc.and_then(|fc| fc.pending.lock().error);
         if !held {
             self.inner.unpin(MetaReq::Release { ino: self.m(ino) })?;

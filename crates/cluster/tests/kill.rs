@@ -57,6 +57,20 @@ fn child(addr: &str, data: &str, mode: &str) {
             out.flush().unwrap();
         }
         c.release(ino).unwrap();
+        if i % 2 == 1 {
+            // The others are read back through an open of their own (under
+            // delayed commit one without a call: the lookup brings the layout),
+            // unlinked while open (the unlink recalls the layout, its answer tells
+            // of the open and of the commits still queued) and released: whatever
+            // the kill interrupts, no pin and no block may be left behind.
+            let a = c.lookup(ROOT_INO, name.as_bytes()).unwrap();
+            c.open(a.ino).unwrap();
+            let mut got = vec![0u8; bytes.len()];
+            assert_eq!(c.read(a.ino, 0, &mut got).unwrap(), bytes.len());
+            assert!(got == bytes, "f{i} read back wrong");
+            c.unlink(ROOT_INO, name.as_bytes()).unwrap();
+            c.release(a.ino).unwrap();
+        }
     }
 }
 
@@ -175,7 +189,13 @@ fn run_round(mode: &str, kill_after: Duration) {
     let (mut kid, reader) = writer_child(&mds.addr().to_string(), &path, mode);
     std::thread::sleep(kill_after);
     kid.kill().unwrap(); // SIGKILL
-    kid.wait().unwrap();
+    let status = kid.wait().unwrap();
+    // Not dead by itself (a failed call, a wrong read-back) before the kill.
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGKILL),
+        "{mode}: the client died on its own: {status:?}"
+    );
     let synced = reader.join().unwrap();
     // The lease runs out; the server takes the space back.
     let t0 = Instant::now();

@@ -982,3 +982,34 @@ fn a_release_waits_for_the_commits_of_its_file() {
     mds.shutdown().unwrap();
     assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
 }
+
+#[test]
+fn a_create_released_without_an_open_leaves_no_pin_for_a_later_open() {
+    let (_dir, devs, mds) = server(Duration::from_millis(400), 64);
+    let b = client(mds.addr(), &devs);
+    for mode in [CommitMode::Sync, CommitMode::Delayed] {
+        let a = client_with(mds.addr(), &devs, mode);
+        // Created (pinned for the open after it), written and released with no
+        // open: the release drops the create's pin, and a later open pins anew.
+        let f = a.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap().ino;
+        a.write(f, 0, &pattern(4, 4096)).unwrap();
+        a.fsync(f).unwrap();
+        a.release(f).unwrap();
+        a.lookup(ROOT_INO, b"f").unwrap();
+        a.open(f).unwrap();
+        b.unlink(ROOT_INO, b"f").unwrap();
+        let mut got = vec![0u8; 4096];
+        assert_eq!(a.read(f, 0, &mut got).unwrap(), 4096, "{mode:?}");
+        assert_eq!(got, pattern(4, 4096), "{mode:?}");
+        a.release(f).unwrap();
+        wait_for(
+            &format!("{mode:?}: never freed"),
+            Duration::from_millis(10),
+            || mds.fs().getattr(f).is_err(),
+        );
+        a.close().unwrap();
+    }
+    b.close().unwrap();
+    mds.shutdown().unwrap();
+    assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
+}
