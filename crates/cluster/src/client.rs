@@ -470,25 +470,30 @@ impl Client {
     /// attributes, its layout installed when one came with them; `client` and
     /// `recalls` as read before the call.
     fn created_reply(&self, r: MetaReply, client: u64, recalls: u64) -> Result<Attr> {
-        let a = match r {
-            MetaReply::Attr(a) => a,
-            MetaReply::Created { attr, layout } => {
-                let (l, grant) = Cached::granted(layout);
-                self.inner
-                    .install_reply_layout(attr.ino, client, grant, recalls, l);
-                attr
-            }
-            _ => {
-                return Err(io(
-                    std::io::ErrorKind::InvalidData,
-                    "metadata server: unexpected reply",
-                ))
-            }
-        };
+        let a = self.with_reply_layout(r, client, recalls)?;
         self.inner.settle_end(a.ino);
         let a = self.inner.own_size(a)?;
         self.inner.created(self.m(a.ino));
         Ok(a)
+    }
+
+    /// The attributes of a create's or a lookup's answer, the layout that came
+    /// with them (`Created`, `Found`) installed; `client` and `recalls` as read
+    /// before the call.
+    fn with_reply_layout(&self, r: MetaReply, client: u64, recalls: u64) -> Result<Attr> {
+        match r {
+            MetaReply::Attr(a) => Ok(a),
+            MetaReply::Created { attr, layout } | MetaReply::Found { attr, layout } => {
+                let (l, grant) = Cached::granted(layout);
+                self.inner
+                    .install_reply_layout(attr.ino, client, grant, recalls, l);
+                Ok(attr)
+            }
+            _ => Err(io(
+                std::io::ErrorKind::InvalidData,
+                "metadata server: unexpected reply",
+            )),
+        }
     }
 
     /// The session's client id.
@@ -1581,24 +1586,11 @@ impl FileSystem for Client {
         // that follows needs no call (`open_held`). As for a create: counted before.
         let recalls = self.inner.c.recalls.load(Ordering::Acquire);
         let client = self.inner.session_client();
-        let a = match self.inner.meta(MetaReq::LookupLayout {
+        let r = self.inner.meta(MetaReq::LookupLayout {
             parent: self.m(parent),
             name: name.to_vec(),
-        })? {
-            MetaReply::Attr(a) => a,
-            MetaReply::Found { attr, layout } => {
-                let (l, grant) = Cached::granted(layout);
-                self.inner
-                    .install_reply_layout(attr.ino, client, grant, recalls, l);
-                attr
-            }
-            _ => {
-                return Err(io(
-                    std::io::ErrorKind::InvalidData,
-                    "metadata server: unexpected reply",
-                ))
-            }
-        };
+        })?;
+        let a = self.with_reply_layout(r, client, recalls)?;
         self.inner.own_size(a).map(|a| self.back(a))
     }
 

@@ -566,22 +566,12 @@ impl Inner {
             match req {
                 MetaReq::Lookup { parent, name } => attr(fs.lookup(parent, &name)),
                 MetaReq::LookupLayout { parent, name } => match fs.lookup(parent, &name) {
-                    Ok(a) if a.kind == FileKind::Regular => {
-                        let l = self
-                            .layout(LayoutReq {
-                                client,
-                                ino: a.ino,
-                                first: 0,
-                                n: 1024,
-                            })
-                            .await;
-                        match l {
-                            Ok(LayoutReply::Ok(layout)) => MetaReply::Found { attr: a, layout },
-                            // Found all the same, without a layout (the session
-                            // went meanwhile: the next call opens another).
-                            Ok(LayoutReply::Err(..)) | Err(_) => MetaReply::Attr(a),
-                        }
-                    }
+                    // Found all the same without a layout (not a regular file; or
+                    // the session went meanwhile: the next call opens another).
+                    Ok(a) => match self.first_layout(client, &a).await {
+                        Some(layout) => MetaReply::Found { attr: a, layout },
+                        None => MetaReply::Attr(a),
+                    },
                     r => attr(r),
                 },
                 MetaReq::Getattr { ino } => attr(fs.getattr(ino)),
@@ -740,8 +730,17 @@ impl Inner {
     /// FUSE's `CreateNode`): for a regular file its layout comes with it, for the
     /// first write (granted as a `Layout` call grants one: recalled like any other).
     async fn created(&self, client: u64, a: mnemofs::Attr) -> MetaReply {
+        match self.first_layout(client, &a).await {
+            Some(layout) => MetaReply::Created { attr: a, layout },
+            None => MetaReply::Attr(a),
+        }
+    }
+
+    /// The layout of the first 1024 pages of `a`, granted to `client` (as a
+    /// `Layout` call grants one), if `a` is a regular file and the session lives.
+    async fn first_layout(&self, client: u64, a: &mnemofs::Attr) -> Option<LayoutGrant> {
         if a.kind != FileKind::Regular {
-            return MetaReply::Attr(a);
+            return None;
         }
         let l = self
             .layout(LayoutReq {
@@ -752,8 +751,8 @@ impl Inner {
             })
             .await;
         match l {
-            Ok(LayoutReply::Ok(layout)) => MetaReply::Created { attr: a, layout },
-            _ => MetaReply::Attr(a),
+            Ok(LayoutReply::Ok(layout)) => Some(layout),
+            _ => None,
         }
     }
 

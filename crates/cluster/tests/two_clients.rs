@@ -662,32 +662,50 @@ fn a_create_brings_the_layout_its_first_write_uses() {
     }
 }
 
+/// A delay proxy to `mds`, `one_way` each way (a client through it has a round
+/// trip of twice that).
+fn delay_proxy(mds: &MdsHandle, one_way: Duration) -> mnemofs_cluster::netdelay::DelayProxy {
+    mnemofs_cluster::netdelay::DelayProxy::start(
+        "127.0.0.1:0".parse().unwrap(),
+        mds.addr(),
+        one_way,
+    )
+    .unwrap()
+}
+
+/// A file `name` in the root made by `c`: created, written with `data`, fsynced
+/// and released.
+fn written(c: &Client, name: &[u8], data: &[u8]) -> u64 {
+    let f = c.create(ROOT_INO, name, 0o644, 0, 0).unwrap().ino;
+    c.open(f).unwrap();
+    c.write(f, 0, data).unwrap();
+    c.fsync(f).unwrap();
+    c.release(f).unwrap();
+    f
+}
+
+/// Waits until the server has freed `f` (fails after 20 s).
+fn wait_freed(mds: &MdsHandle, f: u64, what: &str) {
+    wait_for(
+        &format!("{what}: never freed"),
+        Duration::from_millis(10),
+        || mds.fs().getattr(f).is_err(),
+    );
+}
+
 #[test]
 fn opens_made_without_a_call_keep_an_unlinked_file() {
     let (_dir, devs, mds) = server(Duration::from_millis(400), 64);
     let a = client_with(mds.addr(), &devs, CommitMode::Delayed);
     let b = client(mds.addr(), &devs);
     let model = pattern(3, 2 * 4096 + 10);
-    let make = |name: &[u8]| {
-        let f = b.create(ROOT_INO, name, 0o644, 0, 0).unwrap().ino;
-        b.open(f).unwrap();
-        b.write(f, 0, &model).unwrap();
-        b.fsync(f).unwrap();
-        b.release(f).unwrap();
-        f
-    };
+    let make = |name: &[u8]| written(&b, name, &model);
     let read_all = |f: u64, what: &str| {
         let mut got = vec![0u8; 4 * 4096];
         assert_eq!(a.read(f, 0, &mut got).unwrap(), model.len(), "{what}");
         assert_eq!(&got[..model.len()], &model[..], "{what}");
     };
-    let freed = |f: u64, what: &str| {
-        wait_for(
-            &format!("{what}: never freed"),
-            Duration::from_millis(10),
-            || mds.fs().getattr(f).is_err(),
-        )
-    };
+    let freed = |f: u64, what: &str| wait_freed(&mds, f, what);
 
     // The lookup brings the layout: the open, the read and the release send
     // nothing, and leave no pin behind (the other client's unlink frees the file).
@@ -754,19 +772,10 @@ fn a_commit_on_its_way_keeps_a_file_its_held_opens_let_go() {
     // comes while A's commit is on its way, and its recall reaches A before the
     // commit's answer does.
     let (_dir, devs, mds) = server(Duration::from_millis(3000), 64);
-    let proxy = mnemofs_cluster::netdelay::DelayProxy::start(
-        "127.0.0.1:0".parse().unwrap(),
-        mds.addr(),
-        Duration::from_millis(50),
-    )
-    .unwrap();
+    let proxy = delay_proxy(&mds, Duration::from_millis(50));
     let a = client_with(proxy.addr(), &devs, CommitMode::Delayed);
     let b = client(mds.addr(), &devs);
-    let f = b.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap().ino;
-    b.open(f).unwrap();
-    b.write(f, 0, &pattern(1, 4096)).unwrap();
-    b.fsync(f).unwrap();
-    b.release(f).unwrap();
+    let f = written(&b, b"f", &pattern(1, 4096));
 
     // Opened without a call, written (the commit queued and sent at once) and
     // released without a call: only the commit keeps A's interest in the file.
@@ -779,9 +788,7 @@ fn a_commit_on_its_way_keeps_a_file_its_held_opens_let_go() {
     // The recall's answer told of a pin for the commit: the commit applies to the
     // unlinked file, and the pin goes once it is answered, which frees the file.
     a.fsync(f).unwrap();
-    wait_for("never freed", Duration::from_millis(10), || {
-        mds.fs().getattr(f).is_err()
-    });
+    wait_freed(&mds, f, "the file");
 
     a.close().unwrap();
     b.close().unwrap();
@@ -800,9 +807,7 @@ fn a_create_that_reuses_a_files_number_sends_one_call() {
     a.fsync(f).unwrap();
     a.release(f).unwrap();
     a.unlink(ROOT_INO, b"old").unwrap();
-    wait_for("never freed", Duration::from_millis(10), || {
-        mds.fs().getattr(f).is_err()
-    });
+    wait_freed(&mds, f, "the file");
     // The end of A's writes of the old file must not make the new one's size
     // look stale (a getattr more per create).
     let mut reused = false;
@@ -833,20 +838,11 @@ fn a_batch_keeps_its_client_a_holder_until_its_last_commit() {
     // a holder then, to tell of the pin its unapplied commit needs.
     let (_dir, devs, mds) = server(Duration::from_millis(3000), 64);
     let one_way = Duration::from_millis(200);
-    let proxy = mnemofs_cluster::netdelay::DelayProxy::start(
-        "127.0.0.1:0".parse().unwrap(),
-        mds.addr(),
-        one_way,
-    )
-    .unwrap();
+    let proxy = delay_proxy(&mds, one_way);
     let a = client_with(mds.addr(), &devs, CommitMode::Delayed);
     let b = client(mds.addr(), &devs);
     let c = std::sync::Arc::new(client(proxy.addr(), &devs));
-    let f = b.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap().ino;
-    b.open(f).unwrap();
-    b.write(f, 0, &pattern(1, 4 * 4096)).unwrap();
-    b.fsync(f).unwrap();
-    b.release(f).unwrap();
+    let f = written(&b, b"f", &pattern(1, 4 * 4096));
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (c2, s2) = (c.clone(), stop.clone());
     let reader = std::thread::spawn(move || {
@@ -879,9 +875,7 @@ fn a_batch_keeps_its_client_a_holder_until_its_last_commit() {
         r.is_ok(),
         "a commit of the batch found the file freed: {r:?}"
     );
-    wait_for("never freed", Duration::from_millis(10), || {
-        mds.fs().getattr(f).is_err()
-    });
+    wait_freed(&mds, f, "the file");
     a.close().unwrap();
     b.close().unwrap();
     if let Ok(c) = std::sync::Arc::try_unwrap(c) {
@@ -900,20 +894,14 @@ fn a_holder_expired_for_not_answering_keeps_the_file_a_lease() {
     let (_dir, devs, mds) = server(Duration::from_millis(600), 64);
     let a = client_with(mds.addr(), &devs, CommitMode::Delayed);
     let b = client(mds.addr(), &devs);
-    let f = b.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap().ino;
-    b.open(f).unwrap();
-    b.write(f, 0, &pattern(1, 2 * 4096)).unwrap();
-    b.fsync(f).unwrap();
-    b.release(f).unwrap();
+    let f = written(&b, b"f", &pattern(1, 2 * 4096));
     a.lookup(ROOT_INO, b"f").unwrap();
     a.open(f).unwrap();
     a.stop_renewing();
     b.unlink(ROOT_INO, b"f").unwrap();
     assert_eq!(expired(&mds), 1);
     assert!(mds.fs().getattr(f).is_ok(), "freed at once");
-    wait_for("never freed", Duration::from_millis(10), || {
-        mds.fs().getattr(f).is_err()
-    });
+    wait_freed(&mds, f, "the file");
     b.close().unwrap();
     drop(a);
     mds.shutdown().unwrap();
@@ -928,12 +916,7 @@ fn a_release_waits_for_the_commits_of_its_file() {
     // queued commit, or B's unlink lets it free x (and a create of B may reuse
     // the number, x's commit then landing in the new file).
     let (_dir, devs, mds) = server(Duration::from_millis(3000), 64);
-    let proxy = mnemofs_cluster::netdelay::DelayProxy::start(
-        "127.0.0.1:0".parse().unwrap(),
-        mds.addr(),
-        Duration::from_millis(50),
-    )
-    .unwrap();
+    let proxy = delay_proxy(&mds, Duration::from_millis(50));
     let a = client_with(proxy.addr(), &devs, CommitMode::Delayed);
     let b = std::sync::Arc::new(client(mds.addr(), &devs));
     let x = a.create(ROOT_INO, b"x", 0o644, 0, 0).unwrap().ino;
@@ -1002,11 +985,7 @@ fn a_create_released_without_an_open_leaves_no_pin_for_a_later_open() {
         assert_eq!(a.read(f, 0, &mut got).unwrap(), 4096, "{mode:?}");
         assert_eq!(got, pattern(4, 4096), "{mode:?}");
         a.release(f).unwrap();
-        wait_for(
-            &format!("{mode:?}: never freed"),
-            Duration::from_millis(10),
-            || mds.fs().getattr(f).is_err(),
-        );
+        wait_freed(&mds, f, &format!("{mode:?}"));
         a.close().unwrap();
     }
     b.close().unwrap();
