@@ -295,8 +295,9 @@ pub(crate) struct Inner {
     pub committer: Option<Committer>,
     /// Pins a create took for this client that no open has claimed yet.
     created: Mutex<HashMap<Ino, u32>>,
-    /// Delayed commit: pins to drop, sent with the next compound commit.
-    pub deferred: Mutex<Vec<MetaReq>>,
+    /// Delayed commit: pins to drop, each with the session it was dropped in, sent
+    /// with the next compound commit of that session (or not at all).
+    pub deferred: Mutex<Vec<(u64, MetaReq)>>,
     stop: tokio::sync::watch::Sender<bool>,
 }
 
@@ -652,19 +653,24 @@ impl Inner {
             MetaReq::Release { ino } | MetaReq::Forget { ino, .. } => Some(*ino),
             _ => None,
         };
+        // Tagged with the session: one that ends meanwhile takes its pins with it,
+        // and a drop sent in the next one could take a pin of the new session's.
+        let tagged = (self.session_client(), req);
         if let Some(fc) = ino.and_then(|i| self.files.lock().get(&i).cloned()) {
             let mut p = fc.pending.lock();
             if !p.extents.is_empty() || p.inflight > 0 {
-                p.parked.push(req);
+                p.parked.push(tagged);
                 return Ok(());
             }
         }
-        self.defer_pins(vec![req]);
+        self.defer_pins(vec![tagged]);
         Ok(())
     }
 
-    /// Pin drops for the next compound commit (alone after `PIN_DELAY`).
-    pub(crate) fn defer_pins(self: &Arc<Self>, reqs: Vec<MetaReq>) {
+    /// Pin drops (each with the session it was made in) for the next compound
+    /// commit (alone after `PIN_DELAY`); those of a session that ended by then are
+    /// not sent.
+    pub(crate) fn defer_pins(self: &Arc<Self>, reqs: Vec<(u64, MetaReq)>) {
         if reqs.is_empty() {
             return;
         }

@@ -81,7 +81,7 @@ pub(crate) struct Pending {
     pub since: Option<Instant>,
     /// Pin drops of the file (`Release`, `Forget`) waiting until its commits queued
     /// or unanswered when they were made are answered (`Inner::unpin`).
-    pub parked: Vec<crate::proto::MetaReq>,
+    pub parked: Vec<(u64, crate::proto::MetaReq)>,
 }
 
 /// One sample of the commit machinery (the paper's Figure 6).
@@ -410,7 +410,12 @@ impl Inner {
             // up to PIN_DELAY, rather than going alone now.
             return;
         }
-        let after = std::mem::take(&mut *self.deferred.lock());
+        let cur = self.session_client();
+        // Pin drops of an ended session are not sent: its pins went with it.
+        let after: Vec<_> = std::mem::take(&mut *self.deferred.lock())
+            .into_iter()
+            .filter_map(|(s, r)| (s == cur).then_some(r))
+            .collect();
         if files.is_empty() && after.is_empty() {
             return;
         }
@@ -418,7 +423,6 @@ impl Inner {
         let sent = commits.clone();
         // Only extents in this session's blocks are sent: blocks of an ended
         // session may be another client's by now (ESTALE, reported by fsync).
-        let cur = self.session_client();
         let mut results = vec![libc::ESTALE; sent.len()];
         let mine: Vec<usize> = (0..sent.len()).filter(|&k| owners[k] == cur).collect();
         let batch: Vec<ExtentCommit> = mine.iter().map(|&k| commits[k].clone()).collect();
