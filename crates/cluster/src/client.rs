@@ -1487,10 +1487,12 @@ impl Inner {
         self.forget_space_and_layouts();
     }
 
-    /// What a session change leaves behind: the old session's delegated space and
-    /// every cached layout.
+    /// What a session change leaves behind: the old session's delegated space,
+    /// every cached layout, and the creates' pins no open claimed (they went with
+    /// the session: an open claiming one would hold nothing in the new one).
     fn forget_space_and_layouts(&self) {
         *self.pool.lock() = Pools::default();
+        self.created.lock().clear();
         let files: Vec<Arc<FileCache>> = self.files.lock().values().cloned().collect();
         for fc in files {
             fc.drop_layout();
