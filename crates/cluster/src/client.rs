@@ -658,7 +658,7 @@ impl Inner {
         let tagged = (self.session_client(), req);
         if let Some(fc) = ino.and_then(|i| self.files.lock().get(&i).cloned()) {
             let mut p = fc.pending.lock();
-            if !p.extents.is_empty() || p.inflight > 0 {
+            if p.waiting() {
                 p.parked.push(tagged);
                 return Ok(());
             }
@@ -864,7 +864,7 @@ impl Inner {
             return;
         };
         let mut p = fc.pending.lock();
-        if p.extents.is_empty() && p.inflight == 0 && p.overlay.is_empty() {
+        if !p.waiting() && p.overlay.is_empty() {
             p.end = 0;
         }
     }
@@ -879,7 +879,7 @@ impl Inner {
         };
         {
             let p = fc.pending.lock();
-            if !p.extents.is_empty() || p.inflight > 0 {
+            if p.waiting() {
                 return;
             }
         }
@@ -1549,7 +1549,7 @@ impl Inner {
                     // (One told to a session gone went with it.)
                     if o.commit_pin.is_none_or(|s| s != client) && self.committer.is_some() {
                         let p = fc.pending.lock();
-                        if !p.extents.is_empty() || p.inflight > 0 {
+                        if p.waiting() {
                             o.commit_pin = Some(client);
                             n += 1;
                         }

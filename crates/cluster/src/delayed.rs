@@ -84,6 +84,13 @@ pub(crate) struct Pending {
     pub parked: Vec<(u64, crate::proto::MetaReq)>,
 }
 
+impl Pending {
+    /// Commits of the file are queued, or sent and not yet answered.
+    pub fn waiting(&self) -> bool {
+        !self.extents.is_empty() || self.inflight > 0
+    }
+}
+
 /// One sample of the commit machinery (the paper's Figure 6).
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct Sample {
@@ -516,7 +523,7 @@ impl Inner {
                     p.queued = true;
                     p.since.get_or_insert_with(Instant::now);
                     (true, Vec::new())
-                } else if p.extents.is_empty() && p.inflight == 0 {
+                } else if !p.waiting() {
                     // Every commit of the file made before its parked pin drops
                     // is answered: they may go.
                     (false, std::mem::take(&mut p.parked))

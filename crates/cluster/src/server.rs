@@ -307,7 +307,7 @@ impl Inner {
 
     /// Takes `n` open pins of `ino` for session `client`: opens its client made
     /// without a call while it held the layout, reported in a recall's answer.
-    /// None if the session is gone (its pins went with it). Under the sessions'
+    /// Nothing if the session is gone (its pins went with it). Under the sessions'
     /// lock, so that an expiry drops either all of them or none.
     fn pin_reported_opens(&self, client: u64, ino: Ino, n: u32) {
         let mut ss = self.sessions.lock();
