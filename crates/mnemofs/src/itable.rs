@@ -9,6 +9,7 @@ use crate::store::Store;
 use crate::types::*;
 use crate::vol::Vol;
 use parking_lot::{ArcMutexGuard, Mutex, RawMutex, RwLock};
+use rustc_hash::FxHashMap;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -21,7 +22,8 @@ pub(crate) type Guard = ArcMutexGuard<RawMutex, InodeState>;
 /// DRAM inode table: sharded map plus free inode lists per device and CPU.
 pub(crate) struct InodeTable {
     geo: Geometry,
-    shards: Vec<RwLock<HashMap<Ino, Arc<Inode>>>>,
+    /// (Keyed by inode number, which no user picks: a fast hash, not SipHash.)
+    shards: Vec<RwLock<FxHashMap<Ino, Arc<Inode>>>>,
     /// Free inode numbers of device `d` and CPU share `c` at `d * cpus + c`.
     free: Vec<Mutex<Vec<Ino>>>,
     used: AtomicU64,
@@ -39,7 +41,9 @@ impl InodeTable {
     ) -> InodeTable {
         let table = InodeTable {
             geo,
-            shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
+            shards: (0..SHARDS)
+                .map(|_| RwLock::new(FxHashMap::default()))
+                .collect(),
             free: (0..geo.cpus.saturating_mul(geo.devices.max(1)))
                 .map(|_| Mutex::new(Vec::new()))
                 .collect(),
