@@ -595,6 +595,14 @@ pub(crate) struct Shared {
     evictions: AtomicU64,
     invalidations: AtomicU64,
     dropped: AtomicU64,
+    /// Set (for good) before the first entry is claimed: until then no entry can
+    /// hold a block, and an invalidation — a probe of the block's set, a cache miss
+    /// for each block a write or a free lets go — is skipped (a mount that never
+    /// re-reads a page pays nothing for the cache). An invalidation that matters
+    /// sees it: a claim is made under the page's shared range lock while its block
+    /// is mapped, and the page's next change or free invalidates under the
+    /// exclusive lock taken after (module doc).
+    claimed: AtomicBool,
 }
 
 fn stripe() -> usize {
@@ -611,6 +619,9 @@ impl Shared {
     /// Invalidates the cached copy of `block` (the data plane's invalidation point).
     #[inline]
     pub fn invalidate(&self, block: u64) {
+        if !self.claimed.load(Ordering::Acquire) {
+            return;
+        }
         let n = self.table.invalidate(block);
         if n > 0 {
             self.invalidations
@@ -669,6 +680,7 @@ impl ReadCache {
             copies: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
             invalidations: AtomicU64::new(0),
+            claimed: AtomicBool::new(false),
             dropped: AtomicU64::new(0),
         });
         let (tx, rx) = sync_channel(QUEUE);
@@ -712,6 +724,10 @@ impl ReadCache {
             admission(self.threshold, self.shared.level.load(Ordering::Relaxed));
         if !hot(block, tick, threshold) || !sampled(shift) {
             return;
+        }
+        if !self.shared.claimed.load(Ordering::Relaxed) {
+            // Before the claim: see `Shared::claimed`.
+            self.shared.claimed.store(true, Ordering::Release);
         }
         let Some(c) = self.shared.table.claim(block) else {
             return;
