@@ -55,7 +55,6 @@ use crate::format::{
 use crate::space::Space;
 use crate::vol::Vol;
 use rustc_hash::FxHashMap;
-use std::collections::HashMap;
 
 /// DRAM state of one log.
 #[derive(Default, Debug)]
@@ -427,29 +426,30 @@ impl LogState {
             pm.flush(inode_off + crate::format::INO_TAIL_OFF, 8);
             pm.fence();
         }
-        let mut kept = Vec::with_capacity(n);
+        // Positions in the chain of the pages kept (every page from the one before the
+        // PM tail's on, and the live ones before it).
+        let mut kept_ix: Vec<usize> = Vec::with_capacity(self.pages.len());
         let mut freed = Vec::new();
         for (i, &p) in self.pages.iter().enumerate() {
             if i + 1 < n && dead(&p) {
                 freed.push(p);
             } else {
-                kept.push(p);
+                kept_ix.push(i);
             }
         }
+        let kept: Vec<u64> = kept_ix.iter().map(|&i| self.pages[i]).collect();
         if kept[0] != self.pages[0] {
             pm.store_u64(inode_off + INO_HEAD_OFF, kept[0]);
             pm.flush(inode_off + INO_HEAD_OFF, 8);
         }
-        // Close each gap: a kept page whose old successor was freed now points at the
-        // next kept page.
-        let mut old_next: HashMap<u64, u64> = HashMap::new();
-        for w in self.pages.windows(2) {
-            old_next.insert(w[0], w[1]);
-        }
-        for w in kept.windows(2) {
-            if old_next.get(&w[0]) != Some(&w[1]) {
-                pm.store_u64(BlockNo(w[0]).at(LOG_NEXT_OFF), w[1]);
-                pm.flush(BlockNo(w[0]).at(LOG_NEXT_OFF), 8);
+        // Close each gap: a kept page whose successor in the chain was freed now
+        // points at the next kept page (found by position: no map of the old links
+        // built over the whole chain on every scan).
+        for w in kept_ix.windows(2) {
+            if w[1] != w[0] + 1 {
+                let (from, to) = (self.pages[w[0]], self.pages[w[1]]);
+                pm.store_u64(BlockNo(from).at(LOG_NEXT_OFF), to);
+                pm.flush(BlockNo(from).at(LOG_NEXT_OFF), 8);
             }
         }
         // Fence: the chain no longer reaches the freed pages before they are reused.
@@ -579,7 +579,7 @@ mod tests {
         // What recovery would replay now: page -> block.
         let replay = {
             let pm = pm.clone();
-            move || -> std::result::Result<HashMap<u64, u64>, String> {
+            move || -> std::result::Result<std::collections::HashMap<u64, u64>, String> {
                 let mut st = InodeState::new(INO, FileKind::Regular);
                 let tail = pm.read_u64(ioff + INO_TAIL_OFF);
                 let mut p = pm.read_u64(ioff + INO_HEAD_OFF);
