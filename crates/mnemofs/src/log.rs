@@ -116,17 +116,21 @@ fn slot(off: u64) -> usize {
     ((off % BLOCK) / UNIT) as usize
 }
 
+/// The log offsets of a commit's entries (most commits have one or two: no heap
+/// allocation for them).
+pub(crate) type Offsets = smallvec::SmallVec<[u64; 4]>;
+
 /// Slots reserved for a concurrent append.
 #[derive(Debug)]
 pub(crate) struct Reservation {
-    pub offsets: Vec<u64>,
+    pub offsets: Offsets,
     pub end: u64,
     pub seq: u64,
 }
 
 /// Entries written but not yet committed by a tail update.
 pub(crate) struct Staged {
-    pub offsets: Vec<u64>,
+    pub offsets: Offsets,
     /// Bytes written past the old tail inside the old tail page (zeroed again if the
     /// append is abandoned, so no stale entry is left for a later gap to expose).
     pub dirty: (u64, u64),
@@ -204,7 +208,7 @@ impl LogState {
     /// Nothing becomes visible until the caller fences, marks and moves the tail.
     pub fn stage(&self, pm: &Vol, space: &Space, owner: u64, entries: &[Entry]) -> Result<Staged> {
         let mut st = Staged {
-            offsets: Vec::with_capacity(entries.len()),
+            offsets: Offsets::with_capacity(entries.len()),
             dirty: (self.tail, self.tail),
             new_pages: Vec::new(),
             new_head: None,
@@ -279,7 +283,7 @@ impl LogState {
         };
         let mut last_page = first_page;
         let mut pos = self.tail;
-        let mut offsets = Vec::with_capacity(entries.len());
+        let mut offsets = Offsets::with_capacity(entries.len());
         let mut linked = Vec::new();
         for e in entries {
             debug_assert_eq!(e.units(), 1, "concurrent entries are one unit");

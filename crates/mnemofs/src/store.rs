@@ -17,6 +17,7 @@ use crate::journal::Journals;
 use crate::log::{LogState, Staged};
 use crate::space::{Run, Runs, Space};
 use crate::vol::Vol;
+use std::ops::Deref;
 use std::sync::Arc;
 
 /// Told about every data block before it is freed (the data plane's invalidation
@@ -39,7 +40,11 @@ pub(crate) struct Store {
 
 /// The DRAM side of a commit: each inode's log takes its staged entries and its
 /// state applies them; the blocks they made unreachable go to `freed`.
-fn apply_staged(parts: &mut [(&mut InodeState, Vec<Entry>)], staged: &[Staged], freed: &mut Runs) {
+fn apply_staged<E: Deref<Target = [Entry]>>(
+    parts: &mut [(&mut InodeState, E)],
+    staged: &[Staged],
+    freed: &mut Runs,
+) {
     for ((st, entries), s) in parts.iter_mut().zip(staged) {
         st.log.commit(s);
         for (e, &off) in entries.iter().zip(&s.offsets) {
@@ -75,9 +80,9 @@ impl Store {
     /// `extra` in-place words). Then applies them to DRAM, frees what they made
     /// unreachable and runs GC. Data pages and inode slots the entries refer to must
     /// already be flushed: the first fence here orders them too.
-    pub(crate) fn commit(
+    pub(crate) fn commit<E: Deref<Target = [Entry]>>(
         &self,
-        parts: &mut [(&mut InodeState, Vec<Entry>)],
+        parts: &mut [(&mut InodeState, E)],
         extra: &[(PmOff, u64)],
     ) -> Result<()> {
         self.commit_keeping(parts, extra, false).map(|_| ())
@@ -87,9 +92,9 @@ impl Store {
     /// superseded is not given back to the allocator but returned (through the
     /// invalidation point already, and after the commit's last fence, so it is free
     /// to be written), for the caller to keep as the file's spare.
-    pub(crate) fn commit_keeping(
+    pub(crate) fn commit_keeping<E: Deref<Target = [Entry]>>(
         &self,
-        parts: &mut [(&mut InodeState, Vec<Entry>)],
+        parts: &mut [(&mut InodeState, E)],
         extra: &[(PmOff, u64)],
         keep: bool,
     ) -> Result<Option<u64>> {

@@ -326,9 +326,24 @@ impl DataPlane {
             self.store.space.free_runs(runs);
             return Err(FsError::NotFound);
         }
-        let entries = Self::write_entries(first, runs, st.size.max(end), now);
+        let size_after = st.size.max(end);
         self.note_writers(1);
-        let r = self.store.commit_keeping(&mut [(st, entries)], &[], keep);
+        let r = if let [(block, npages)] = *runs {
+            // One run (a page overwrite): its entry on the stack. A vector of one
+            // entry allocated and freed by every write of a file had the allocator
+            // retire its page each time.
+            let e = [Entry::Write {
+                pgoff: first,
+                block,
+                npages: npages as u32,
+                size_after,
+                mtime: now,
+            }];
+            self.store.commit_keeping(&mut [(st, &e[..])], &[], keep)
+        } else {
+            let entries = Self::write_entries(first, runs, size_after, now);
+            self.store.commit_keeping(&mut [(st, entries)], &[], keep)
+        };
         if r.is_err() {
             self.store.space.free_runs(runs);
         }
