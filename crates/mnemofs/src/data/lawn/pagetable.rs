@@ -21,11 +21,18 @@ fn unpack(k: u64) -> (Ino, u64) {
     (k >> 32, k & 0xffff_ffff)
 }
 
-/// Home slot of key `k` in a table of `mask + 1` entries (Fibonacci hashing: the
-/// high bits of the product).
+/// Home slot of key `k` in a table of `mask + 1` entries (a power of two):
+/// Fibonacci hashing, the top bits of the product. (Bits 32 and up, cut to the
+/// mask, spread the pages of one file so poorly that a lookup probed 2.9 entries
+/// on average at a load of a quarter: each entry is two cache lines, and only the
+/// home entry is prefetched.)
 fn home(k: u64, mask: usize) -> usize {
+    let bits = (mask as u64).count_ones();
+    if bits == 0 {
+        return 0;
+    }
     let h = k.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    (h >> 32) as usize & mask
+    (h >> (64 - bits)) as usize & mask
 }
 
 /// Asks the kernel to back the whole 2 MiB pages inside `[addr, addr + len)` with
@@ -239,6 +246,31 @@ mod tests {
             t.keys().collect::<Vec<_>>(),
             vec![(u32::MAX as u64, u32::MAX as u64)]
         );
+    }
+
+    #[test]
+    fn one_files_pages_land_near_their_home_entry() {
+        // A writer prefetches only a page's home entry: the pages of one file (the
+        // same inode, any page numbers) must mostly sit there. (The hash cut from
+        // bits 32 and up of the product put them 1.5 entries away on average here,
+        // 2.9 in a run of 128 B random writes to a 1 GiB file.)
+        let mut t: PageTable<u32> = PageTable::new();
+        let mut pg = 1u64;
+        for _ in 0..100_000 {
+            // Page numbers scattered over a 1 GiB file, as random writes touch them.
+            pg = (pg * 6364136223846793005 + 1442695040888963407) % (1 << 18);
+            *t.get_or_default(7, pg).unwrap() = 1;
+        }
+        let mask = t.mask();
+        let (mut far, mut n) = (0usize, 0usize);
+        for (i, s) in t.slots.iter().enumerate() {
+            if s.key != 0 {
+                far += (i.wrapping_sub(home(s.key, mask))) & mask;
+                n += 1;
+            }
+        }
+        let mean = far as f64 / n as f64;
+        assert!(mean < 0.75, "mean distance from home {mean:.2} entries");
     }
 
     proptest! {
