@@ -8,7 +8,10 @@
 //! - `interval`: an augmented interval tree under one mutex ([`interval`]);
 //! - `segment`: one atomic word per segment ([`segment`]; a waiting writer keeps
 //!   new readers out), plus a phase-fair "big reader" lock with a reader counter per
-//!   thread (a leased slot) that only to-the-end requests take exclusively.
+//!   thread (a leased slot) that only to-the-end requests take exclusively, and
+//!   writes from the first page to the end of file that span several segments
+//!   ([`FileLock::write_within`]: a small file written whole takes one lock, not a
+//!   word per page).
 //!
 //! The range modes let writers of disjoint ranges copy their data in parallel and
 //! commit it with the concurrent append protocol of pNOVA §3.3 (`log` module): the
@@ -207,6 +210,30 @@ impl FileLock {
 
     /// Locks `[start, end)` for writing (`end == u64::MAX`: to the end of the file).
     pub fn write(&self, start: u64, end: u64) -> RangeGuard<'_> {
+        self.lock(start, end, true)
+    }
+
+    /// [`write`](Self::write) for a write to `[start, end)` of a file of `size`
+    /// bytes. A write from the first page to at least the end of file, spanning
+    /// more than one segment (a new file's first write, a small file rewritten
+    /// whole), takes the whole file exclusively, as a to-the-end request does: one
+    /// lock instead of a word per segment, each a locked instruction to take and one
+    /// to release (16 for a 32 KiB file), and no lock-word chunk allocated for a
+    /// file that is only ever written whole. Every other access of the file
+    /// overlaps such a write or lies past its end, and those take the whole
+    /// file's read side first, so only concurrency that could not happen anyway is
+    /// lost. (`size` may be stale: a stronger lock than needed is still right.)
+    pub fn write_within(&self, start: u64, end: u64, size: u64) -> RangeGuard<'_> {
+        if let FileLock::Segment(b) = self {
+            let (s, e) = pages(start, end);
+            if s == 0 && e != u64::MAX && e >= size {
+                let (first, last) = b.0.segments(s, e);
+                if first != last {
+                    b.1.lock_write();
+                    return RangeGuard::new(Held::Whole(&b.1));
+                }
+            }
+        }
         self.lock(start, end, true)
     }
 
@@ -461,6 +488,8 @@ mod tests {
 
     /// Stress: in every mode, overlapping writers never hold at once, readers never
     /// overlap a writer, and a to-the-end writer excludes everybody past its start.
+    /// A quarter of the ranges start at the first page, and half the bounded writes
+    /// say a file size (`write_within`): those covering it take the whole file.
     #[test]
     fn every_mode_excludes_overlapping_writers() {
         for mode in [LockMode::Inode, LockMode::Interval, LockMode::Segment] {
@@ -473,7 +502,11 @@ mod tests {
                         let mut x = t * 31 + 5;
                         for _ in 0..1500 {
                             x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
-                            let s = (x >> 40) % 24;
+                            let s = if (x >> 50) % 4 == 0 {
+                                0
+                            } else {
+                                (x >> 40) % 24
+                            };
                             let to_end = (x >> 12) % 16 == 0;
                             let e = if to_end {
                                 24
@@ -482,7 +515,10 @@ mod tests {
                             };
                             let write = to_end || (x >> 8) % 2 == 0;
                             let end = if to_end { u64::MAX } else { e * 4096 };
-                            let g = if write {
+                            let size = ((x >> 30) % 25) * 4096;
+                            let g = if write && !to_end && (x >> 56) % 2 == 0 {
+                                lock.write_within(s * 4096 + 10, end, size)
+                            } else if write {
                                 lock.write(s * 4096 + 10, end)
                             } else {
                                 lock.read(s * 4096 + 10, end)

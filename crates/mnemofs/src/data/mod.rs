@@ -373,12 +373,13 @@ impl DataPlane {
             }
         }
         let _w = match offset {
-            Some(off) => inode.data.write(
+            Some(off) => inode.data.write_within(
                 page_start(page_of(off)),
                 off.saturating_add(data.len() as u64)
                     .saturating_add(BLOCK - 1)
                     / BLOCK
                     * BLOCK,
+                inode.index.size(),
             ),
             None => inode.data.write(0, u64::MAX),
         };
