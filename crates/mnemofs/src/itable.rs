@@ -213,9 +213,8 @@ impl InodeTable {
         st.dead = true;
         st.index.set_dead();
         let mut runs = crate::space::Runs::new();
-        for b in st.data_blocks() {
-            crate::inode::push_run(&mut runs, b);
-        }
+        st.pages
+            .for_each_block(|b| crate::inode::push_run(&mut runs, b));
         for &p in &st.log.pages {
             runs.push((p, 1));
         }

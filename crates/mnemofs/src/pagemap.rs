@@ -143,6 +143,20 @@ impl PageMap {
         self.iter().map(|(_, r)| r.block)
     }
 
+    /// Calls `f` with the block of every mapping, in page order: plain loops, for
+    /// freeing a whole file (the iterator adapters of [`blocks`](Self::blocks) moved
+    /// their state around with `memmove`: ~2 % of a small file's create, write and
+    /// unlink).
+    pub fn for_each_block(&self, mut f: impl FnMut(u64)) {
+        for leaf in self.leaves.values() {
+            for r in &leaf.refs {
+                if r.block != 0 {
+                    f(r.block);
+                }
+            }
+        }
+    }
+
     /// The mapped pages `from..to` (collected: the caller changes the map next).
     pub fn pages_in(&self, from: u64, to: u64) -> Vec<u64> {
         self.range(from, to).map(|(pg, _)| pg).collect()
@@ -156,6 +170,19 @@ mod tests {
 
     fn r(block: u64, entry: u64) -> PageRef {
         PageRef { block, entry }
+    }
+
+    #[test]
+    fn for_each_block_walks_as_blocks_does() {
+        let mut m = PageMap::default();
+        for (pg, b) in [(700u64, 9u64), (3, 4), (64, 5), (65, 6), (1 << 20, 7)] {
+            m.insert(pg, r(b, 1));
+        }
+        m.remove(64);
+        let mut seen = Vec::new();
+        m.for_each_block(|b| seen.push(b));
+        assert_eq!(seen, m.blocks().collect::<Vec<_>>());
+        assert_eq!(seen, vec![4, 6, 9, 7]);
     }
 
     #[test]
