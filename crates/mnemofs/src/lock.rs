@@ -9,7 +9,7 @@
 //! - `segment`: one atomic word per segment ([`segment`]; a waiting writer keeps
 //!   new readers out), plus a phase-fair "big reader" lock with a reader counter per
 //!   thread (a leased slot) that only to-the-end requests take exclusively, and
-//!   writes from the first page to the end of file that span several segments
+//!   writes from the first page to the end of file that span a few segments
 //!   ([`FileLock::write_within`]: a small file written whole takes one lock, not a
 //!   word per page).
 //!
@@ -121,6 +121,10 @@ impl Drop for RangeGuard<'_> {
     }
 }
 
+/// Most segments a write covering its whole file spans and still takes the whole
+/// file's lock ([`FileLock::write_within`]): 16 (64 KiB with 4 KiB segments).
+const WHOLE_MAX_SEGMENTS: u64 = 16;
+
 /// Widens `[start, end)` to whole pages (`end == u64::MAX` stays unbounded).
 fn pages(start: u64, end: u64) -> (u64, u64) {
     let s = page_start(page_of(start));
@@ -215,20 +219,21 @@ impl FileLock {
 
     /// [`write`](Self::write) for a write to `[start, end)` of a file of `size`
     /// bytes. A write from the first page to at least the end of file, spanning
-    /// more than one segment (a new file's first write, a small file rewritten
-    /// whole), takes the whole file exclusively, as a to-the-end request does: one
-    /// lock instead of a word per segment, each a locked instruction to take and one
-    /// to release (16 for a 32 KiB file), and no lock-word chunk allocated for a
-    /// file that is only ever written whole. Every other access of the file
-    /// overlaps such a write or lies past its end, and those take the whole
-    /// file's read side first, so only concurrency that could not happen anyway is
-    /// lost. (`size` may be stale: a stronger lock than needed is still right.)
+    /// more than one segment and at most [`WHOLE_MAX_SEGMENTS`] (a new small file's
+    /// first write, a small file rewritten whole), takes the whole file
+    /// exclusively, as a to-the-end request does: one lock instead of a word per
+    /// segment, each a locked instruction to take and one to release (16 for a
+    /// 32 KiB file), and no lock-word chunk allocated for a file that is only ever
+    /// written whole. The cost: accesses past its end (another thread filling the
+    /// next part of a new file, a read past the end of file) wait for it instead of
+    /// running beside it. Hence the bound: larger pieces of a parallel fill keep
+    /// their segments. (`size` may be stale: either lock is right for the range.)
     pub fn write_within(&self, start: u64, end: u64, size: u64) -> RangeGuard<'_> {
         if let FileLock::Segment(b) = self {
             let (s, e) = pages(start, end);
             if s == 0 && e != u64::MAX && e >= size {
                 let (first, last) = b.0.segments(s, e);
-                if first != last {
+                if first != last && last - first < WHOLE_MAX_SEGMENTS {
                     b.1.lock_write();
                     return RangeGuard::new(Held::Whole(&b.1));
                 }
