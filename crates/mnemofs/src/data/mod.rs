@@ -373,14 +373,26 @@ impl DataPlane {
             }
         }
         let _w = match offset {
-            Some(off) => inode.data.write_within(
-                page_start(page_of(off)),
-                off.saturating_add(data.len() as u64)
-                    .saturating_add(BLOCK - 1)
-                    / BLOCK
-                    * BLOCK,
-                inode.index.size(),
-            ),
+            Some(off) => {
+                let (start, end) = (
+                    page_start(page_of(off)),
+                    off.saturating_add(data.len() as u64)
+                        .saturating_add(BLOCK - 1)
+                        / BLOCK
+                        * BLOCK,
+                );
+                // A writer alone with the file (no other writer seen lately, as for
+                // the locked append in `cow`) may take the whole file for a write
+                // covering it (`FileLock::write_within`); writers of a shared file
+                // keep to their segments. (Not while interleaving hooks are
+                // installed: their scheduler runs one writer at a time and expects
+                // writers of other ranges never to wait for it.)
+                if inode.contended.load(Ordering::Relaxed) == 0 && !crate::interleave::hooked() {
+                    inode.data.write_within(start, end, inode.index.size())
+                } else {
+                    inode.data.write(start, end)
+                }
+            }
             None => inode.data.write(0, u64::MAX),
         };
         // Sub-page overwrites by the small-write mode; None: page CoW.
