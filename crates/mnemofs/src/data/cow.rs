@@ -281,17 +281,22 @@ impl DataPlane {
     fn write_entries(first: u64, runs: &[Run], size_after: u64, now: Timespec) -> Vec<Entry> {
         let mut entries = Vec::with_capacity(runs.len());
         let mut pg = first;
-        for &(start, len) in runs {
-            entries.push(Entry::Write {
-                pgoff: pg,
-                block: start,
-                npages: len as u32,
-                size_after,
-                mtime: now,
-            });
-            pg += len;
+        for &run in runs {
+            entries.push(Self::write_entry(pg, run, size_after, now));
+            pg += run.1;
         }
         entries
+    }
+
+    /// The Write entry mapping run `(block, npages)` from page `pgoff` on.
+    fn write_entry(pgoff: u64, (block, npages): Run, size_after: u64, now: Timespec) -> Entry {
+        Entry::Write {
+            pgoff,
+            block,
+            npages: npages as u32,
+            size_after,
+            mtime: now,
+        }
     }
 
     /// Commits a data write under the state lock (the `inode` lock mode: one writer
@@ -328,17 +333,11 @@ impl DataPlane {
         }
         let size_after = st.size.max(end);
         self.note_writers(1);
-        let r = if let [(block, npages)] = *runs {
+        let r = if let [run] = *runs {
             // One run (a page overwrite): its entry on the stack. A vector of one
             // entry allocated and freed by every write of a file had the allocator
             // retire its page each time.
-            let e = [Entry::Write {
-                pgoff: first,
-                block,
-                npages: npages as u32,
-                size_after,
-                mtime: now,
-            }];
+            let e = [Self::write_entry(first, run, size_after, now)];
             self.store.commit_keeping(&mut [(st, &e[..])], &[], keep)
         } else {
             let entries = Self::write_entries(first, runs, size_after, now);
