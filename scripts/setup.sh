@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Install what building and testing mnemofs needs on Debian/Ubuntu (idempotent):
 #   - fuse3 (fusermount3) from apt, when missing
+#   - iproute2 (ip netns) from apt, when missing and root (the cluster tests'
+#     network namespaces; without root they run on loopback)
 #   - the mount(8) helper /sbin/mount.fuse.mnemofs (scripts/install-mount-helper.sh)
 #   - rustfmt and clippy rustup components, when missing
 #   - pjdfstest 0.2.2 and fsx 0.3.2 into .tools/<name>/bin (skipped with --fuse-only)
@@ -25,6 +27,12 @@ if ! command -v fusermount3 >/dev/null; then
   echo "setup: installing fuse3"
   "${SUDO[@]}" apt-get update -q
   "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends fuse3
+fi
+# `ip netns`, for the cluster tests that put the server in a network namespace.
+if ((EUID == 0)) && ! command -v ip >/dev/null; then
+  echo "setup: installing iproute2"
+  apt-get update -q
+  env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends iproute2
 fi
 [[ -c /dev/fuse ]] || echo "setup: warning: /dev/fuse is missing (containers need --device /dev/fuse)" >&2
 

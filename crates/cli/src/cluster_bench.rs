@@ -11,6 +11,7 @@ use crate::size::size_arg;
 use clap::Args;
 use mnemofs::{FileKind, ROOT_INO};
 use mnemofs_bench::{EngineInfo, RunConfig, Stop, Workload};
+use mnemofs_cluster::netns::{NetNs, NetNsError};
 use mnemofs_cluster::{
     netdelay::DelayProxy, Client, ClientConfig, ClientStats, CommitMode, Sample,
 };
@@ -37,6 +38,16 @@ pub struct ClusterArgs {
     /// (loopback) or e.g. 100us, 1ms (a user-space delay proxy: see docs/BENCHMARKS.md)
     #[arg(long, value_name = "D,...", value_delimiter = ',', default_value = "0")]
     pub rtt: Vec<String>,
+    /// Where the server runs, comma separated: loopback (same network namespace as
+    /// the clients) or netns (a network namespace of its own, reached over a veth
+    /// pair; needs root and iproute2's `ip`)
+    #[arg(
+        long,
+        value_name = "N,...",
+        value_delimiter = ',',
+        default_value = "loopback"
+    )]
+    pub net: Vec<String>,
     /// smallfiles (create + write + close of 32 KiB files), largefiles (the same with
     /// 1 MiB files), varmail, webproxy, fileserver
     #[arg(long, value_name = "W", default_value = "smallfiles")]
@@ -115,6 +126,8 @@ struct RunOut {
     clients: usize,
     threads: usize,
     rtt_us: f64,
+    /// `loopback` or `netns` (the server behind a veth pair).
+    net: String,
     commit: String,
     round: u32,
     /// Operations of all clients per second, each client's count over its measured
@@ -160,6 +173,30 @@ fn workload(name: &str) -> CliResult<(Workload, Option<u64>)> {
     }
 }
 
+/// Where the server of a run is (`--net`).
+#[derive(Clone, Copy)]
+enum Net {
+    Loopback,
+    Netns,
+}
+
+impl Net {
+    fn name(self) -> &'static str {
+        match self {
+            Net::Loopback => "loopback",
+            Net::Netns => "netns",
+        }
+    }
+}
+
+fn net_of(s: &str) -> CliResult<Net> {
+    match s {
+        "loopback" => Ok(Net::Loopback),
+        "netns" => Ok(Net::Netns),
+        _ => Err(CliError::new(format!("--net {s}: loopback or netns")).with_code(2)),
+    }
+}
+
 fn commit_mode(s: &str) -> CliResult<CommitMode> {
     match s {
         "sync" => Ok(CommitMode::Sync),
@@ -199,6 +236,7 @@ pub fn run(a: &ClusterArgs) -> CliResult<i32> {
         .map(|m| commit_mode(m).map(|c| (m.clone(), c)))
         .collect::<CliResult<_>>()?;
     let rtts: Vec<Duration> = a.rtt.iter().map(|r| rtt_of(r)).collect::<CliResult<_>>()?;
+    let nets: Vec<Net> = a.net.iter().map(|n| net_of(n)).collect::<CliResult<_>>()?;
     if a.clients.iter().any(|&c| c == 0 || c > 64) || a.threads == 0 || a.threads > 64 {
         return Err(CliError::new("--clients and --threads: 1 to 64").with_code(2));
     }
@@ -212,18 +250,20 @@ pub fn run(a: &ClusterArgs) -> CliResult<i32> {
     let mut rows: Vec<RunOut> = Vec::new();
     for round in 1..=a.rounds {
         for &clients in &a.clients {
-            for &rtt in &rtts {
-                for (name, _) in &modes {
-                    let r = one_run(a, w, fsize, clients, rtt, name, round)?;
-                    if a.json {
-                        emit(&serde_json::to_string(&r).unwrap_or_default());
-                    } else {
-                        note(&format!(
-                            "{} clients, rtt {:.0} us, {}: {:.0} ops/s",
-                            clients, r.rtt_us, name, r.ops_per_sec
-                        ));
+            for &net in &nets {
+                for &rtt in &rtts {
+                    for (name, _) in &modes {
+                        let r = one_run(a, w, fsize, clients, (net, rtt), name, round)?;
+                        if a.json {
+                            emit(&serde_json::to_string(&r).unwrap_or_default());
+                        } else {
+                            note(&format!(
+                                "{} clients, {}, rtt {:.0} us, {}: {:.0} ops/s",
+                                clients, r.net, r.rtt_us, name, r.ops_per_sec
+                            ));
+                        }
+                        rows.push(r);
                     }
-                    rows.push(r);
                 }
             }
         }
@@ -237,9 +277,10 @@ pub fn run(a: &ClusterArgs) -> CliResult<i32> {
 fn print_table(rows: &[RunOut]) {
     let mut out = String::new();
     out.push_str(&format!(
-        "{:<11} {:>3} {:>8} {:>8} {:>10} {:>6} {:>8} {:>9} {:>7} {:>6} {:>4} {:>9} {:>7} {:>7}\n",
+        "{:<11} {:>3} {:>8} {:>8} {:>8} {:>10} {:>6} {:>8} {:>9} {:>7} {:>6} {:>4} {:>9} {:>7} {:>7}\n",
         "workload",
         "cl",
+        "net",
         "rtt_us",
         "commit",
         "ops/s",
@@ -254,14 +295,20 @@ fn print_table(rows: &[RunOut]) {
         "contig%"
     ));
     for r in rows {
-        // The ratio is to the first commit mode of the same round, clients and rtt.
+        // The ratio is to the first commit mode of the same round, clients, network
+        // and rtt.
         let base = rows
             .iter()
-            .find(|b| b.round == r.round && b.clients == r.clients && b.rtt_us == r.rtt_us)
+            .find(|b| {
+                b.round == r.round
+                    && b.clients == r.clients
+                    && b.net == r.net
+                    && b.rtt_us == r.rtt_us
+            })
             .map_or(r.ops_per_sec, |b| b.ops_per_sec);
         out.push_str(&format!(
-            "{:<11} {:>3} {:>8.0} {:>8} {:>10.0} {:>6.2} {:>8.1} {:>9.1} {:>7.2} {:>6.2} {:>4} {:>9.0} {:>7.2} {:>7.1}\n",
-            r.workload, r.clients, r.rtt_measured_us, r.commit, r.ops_per_sec,
+            "{:<11} {:>3} {:>8} {:>8.0} {:>8} {:>10.0} {:>6.2} {:>8.1} {:>9.1} {:>7.2} {:>6.2} {:>4} {:>9.0} {:>7.2} {:>7.1}\n",
+            r.workload, r.clients, r.net, r.rtt_measured_us, r.commit, r.ops_per_sec,
             r.ops_per_sec / base.max(1e-9), r.p50_us, r.p99_us, r.rpcs_per_op,
             r.compound_degree, r.peak_threads, r.commit_delay_p99_us, r.extents_per_file,
             r.contiguous_pct
@@ -305,7 +352,7 @@ fn one_run(
     w: Workload,
     fsize: Option<u64>,
     clients: usize,
-    rtt: Duration,
+    (net, rtt): (Net, Duration),
     mode: &str,
     round: u32,
 ) -> CliResult<RunOut> {
@@ -335,11 +382,26 @@ fn one_run(
     let path = img.path.clone();
     preallocate(&path)?;
     let lease_ms = 1000u64;
-    let mut mds = Command::new(&exe)
+    // A namespace of the server's own: deleted when this run ends (after the
+    // server, which is waited for below).
+    let ns = match net {
+        Net::Loopback => None,
+        Net::Netns => Some(NetNs::create().map_err(|e| {
+            CliError::new(format!("--net netns: {e}")).with_code(match e {
+                NetNsError::Unavailable(_) => 2,
+                NetNsError::Ip { .. } => 1,
+            })
+        })?),
+    };
+    let (mut mds, listen) = match &ns {
+        Some(ns) => (ns.command(&exe), format!("{}:0", ns.addr())),
+        None => (Command::new(&exe), "127.0.0.1:0".to_string()),
+    };
+    let mut mds = mds
         .arg("mds")
         .arg(&path)
         .arg("--listen")
-        .arg("127.0.0.1:0")
+        .arg(&listen)
         .arg("--lease-ms")
         .arg(lease_ms.to_string())
         .stdin(Stdio::null())
@@ -472,6 +534,7 @@ fn one_run(
         clients,
         threads: a.threads,
         rtt_us: rtt.as_secs_f64() * 1e6,
+        net: net.name().to_string(),
         commit: mode.to_string(),
         round,
         ops_per_sec,

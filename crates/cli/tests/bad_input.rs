@@ -77,6 +77,12 @@ fn bad_inputs_are_refused_cleanly() {
         "not a directory",
     );
 
+    // A cluster benchmark's unknown network placement (refused before anything
+    // starts).
+    let o = common::run(&["bench", "cluster", "--net", "wan", "--duration", "1"]);
+    assert_eq!(o.status.code(), Some(2));
+    one_line_error(&o, "--net wan: loopback or netns");
+
     // mkfs below the minimum size, and over an existing mnemofs.
     one_line_error(
         &common::run(&["mkfs", &s(&d.join("tiny")), "--size", "1M"]),

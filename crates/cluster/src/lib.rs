@@ -7,6 +7,7 @@ mod client;
 pub mod codec;
 mod delayed;
 pub mod netdelay;
+pub mod netns;
 pub mod proto;
 mod server;
 

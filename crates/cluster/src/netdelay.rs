@@ -3,7 +3,9 @@
 //! issue asked for `tc netem` between network namespaces; this machine's kernel is
 //! built without `sch_netem` (CONFIG_NET_SCH_NETEM is not set, so `tc qdisc add
 //! ... netem` answers "Specified qdisc kind is unknown"), so the delay is added in
-//! user space, on loopback. One thread serves every connection: it waits (`ppoll`,
+//! user space, in the clients' network namespace (on loopback, or in front of a
+//! server in a namespace of its own: [`crate::netns`]). One thread serves every
+//! connection: it waits (`ppoll`,
 //! timer slack 1 ns) for bytes from any side or for the next chunk's due time, stamps
 //! what it reads with its due time and forwards chunks in order when due, never
 //! blocking on a destination that has no room; bandwidth is not limited. A wake-up overshoots
