@@ -13,12 +13,12 @@ source "$(dirname "$0")/lib.sh"
 need "$MNEMOFS" "cargo build --release"
 WORK=$(mktemp -d "$SCRATCH/mnemofs-2c.XXXXXX")
 IMG=$WORK/vol.img A=/tmp/mnemofs-2c-a B=/tmp/mnemofs-2c-b
-MDS= NS=
+MDS= NS= H=
 finish2() {
   unmount "$A" || true
   unmount "$B" || true
   [[ -n $MDS ]] && { kill -TERM "$MDS" 2>/dev/null || true; wait "$MDS" 2>/dev/null || true; }
-  [[ -n $NS ]] && { ip netns del "$NS" 2>/dev/null || true; }
+  netns_down
   rmdir "$A" "$B" 2>/dev/null || true
   rm -rf "$WORK"
 }
@@ -27,23 +27,40 @@ mkdir -p "$A" "$B"
 "$MNEMOFS" mkfs "$IMG" --size 512M
 port=$((20000 + RANDOM % 20000))
 SRV=127.0.0.1 RUN=()
-if command -v ip >/dev/null && ip netns add "mnemofs-2c-$$" 2>/dev/null; then
-  NS=mnemofs-2c-$$
-  # A /30 of 10.64.0.0/10 from the pid; the host end .1, the namespace's .2.
-  n=$(($$ % 1048576 * 4)) h=mf2h$$ v=mf2n$$
-  net=10.$((64 + n / 65536)).$((n / 256 % 256))
-  last=$((n % 256))
-  ip link add "$h" type veth peer name "$v"
-  ip link set "$v" netns "$NS"
-  ip addr add "$net.$((last + 1))/30" dev "$h"
-  ip link set "$h" up
-  ip netns exec "$NS" ip addr add "$net.$((last + 2))/30" dev "$v"
-  ip netns exec "$NS" ip link set "$v" up
-  ip netns exec "$NS" ip link set lo up
-  SRV=$net.$((last + 2)) RUN=(ip netns exec "$NS")
-  echo "server in network namespace $NS at $SRV:$port, over veth $h"
+# Deletes the namespace (its end of the pair goes with it) and the host end.
+netns_down() {
+  if [[ -n $NS ]]; then ip netns del "$NS" 2>/dev/null || true; fi
+  if [[ -n $H ]]; then ip link del "$H" 2>/dev/null || true; fi
+  NS= H=
+}
+# The server's namespace and a veth pair to it, on a /30 of 198.19.0.0/16 (the
+# RFC 2544 benchmark range; the Rust tests use 198.18.0.0/16) with no route yet,
+# from the pid on; sets SRV and RUN. Fails, leaving nothing behind, if any step does.
+netns_up() {
+  command -v ip >/dev/null || return 1
+  local name=mnemofs-2c-$$ v=mf2n$$ i n net
+  ip netns del "$name" 2>/dev/null || true # left by a killed run of this pid
+  ip netns add "$name" 2>/dev/null || return 1
+  NS=$name H=mf2h$$
+  for ((i = 0; i < 16384; i++)); do
+    n=$(((($$ + i) % 16384) * 4))
+    net=198.19.$((n / 256)).$((n % 256))
+    [[ -z $(ip -4 route show "$net/30") ]] && break
+  done
+  local base=198.19.$((n / 256)) last=$((n % 256))
+  ip link add "$H" type veth peer name "$v" &&
+    ip link set "$v" netns "$NS" &&
+    ip addr add "$base.$((last + 1))/30" dev "$H" &&
+    ip link set "$H" up &&
+    ip netns exec "$NS" ip addr add "$base.$((last + 2))/30" dev "$v" &&
+    ip netns exec "$NS" ip link set "$v" up &&
+    ip netns exec "$NS" ip link set lo up || { netns_down; return 1; }
+  SRV=$base.$((last + 2)) RUN=(ip netns exec "$NS")
+}
+if netns_up; then
+  echo "server in network namespace $NS at $SRV:$port, over veth $H"
 else
-  echo "no network namespaces here (needs root and iproute2): server on loopback"
+  echo "no network namespace could be made (needs root, iproute2 and CAP_SYS_ADMIN): server on loopback"
 fi
 # (`ip netns exec` runs the server in its own place: $! is the server's pid.)
 "${RUN[@]}" "$MNEMOFS" mds "$IMG" --listen "$SRV:$port" --lease-ms 1000 >"$WORK/mds.log" 2>&1 &

@@ -77,7 +77,7 @@ pub struct ClusterArgs {
     pub json: bool,
     /// Draw, for every run with delayed commits, client 0's commit queue length,
     /// commit threads and compound degree over time (the paper's Figure 6) as an
-    /// SVG in this directory (`<workload>-<N>c-rtt<D>us-<mode>-r<round>.svg`; the
+    /// SVG in this directory (`<workload>-<N>c-<net>-rtt<D>us-<mode>-r<round>.svg`; the
     /// client keeps its first 200,000 samples)
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
@@ -189,6 +189,31 @@ impl Net {
     }
 }
 
+/// A child process killed (SIGKILL) and waited for when dropped, unless it was
+/// waited for already: a run that returns an error leaves no server or client
+/// running (nor, with it, a network namespace alive).
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        // (Both do nothing to a child already waited for.)
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A network namespace for a run's server, or why there is none (2: this host or
+/// user cannot make one).
+fn make_ns() -> CliResult<NetNs> {
+    NetNs::create().map_err(|e| {
+        let code = match e {
+            NetNsError::Unavailable(_) => 2,
+            NetNsError::Ip { .. } => 1,
+        };
+        CliError::new(format!("--net netns: {e}")).with_code(code)
+    })
+}
+
 fn net_of(s: &str) -> CliResult<Net> {
     match s {
         "loopback" => Ok(Net::Loopback),
@@ -237,6 +262,10 @@ pub fn run(a: &ClusterArgs) -> CliResult<i32> {
         .collect::<CliResult<_>>()?;
     let rtts: Vec<Duration> = a.rtt.iter().map(|r| rtt_of(r)).collect::<CliResult<_>>()?;
     let nets: Vec<Net> = a.net.iter().map(|n| net_of(n)).collect::<CliResult<_>>()?;
+    if nets.iter().any(|n| matches!(n, Net::Netns)) {
+        // Before any run: one that cannot be made fails the command at once.
+        drop(make_ns()?);
+    }
     if a.clients.iter().any(|&c| c == 0 || c > 64) || a.threads == 0 || a.threads > 64 {
         return Err(CliError::new("--clients and --threads: 1 to 64").with_code(2));
     }
@@ -386,31 +415,28 @@ fn one_run(
     // server, which is waited for below).
     let ns = match net {
         Net::Loopback => None,
-        Net::Netns => Some(NetNs::create().map_err(|e| {
-            CliError::new(format!("--net netns: {e}")).with_code(match e {
-                NetNsError::Unavailable(_) => 2,
-                NetNsError::Ip { .. } => 1,
-            })
-        })?),
+        Net::Netns => Some(make_ns()?),
     };
     let (mut mds, listen) = match &ns {
         Some(ns) => (ns.command(&exe), format!("{}:0", ns.addr())),
         None => (Command::new(&exe), "127.0.0.1:0".to_string()),
     };
-    let mut mds = mds
-        .arg("mds")
-        .arg(&path)
-        .arg("--listen")
-        .arg(&listen)
-        .arg("--lease-ms")
-        .arg(lease_ms.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| CliError::new(format!("cannot start the metadata server: {e}")))?;
+    let mut mds = Reaped(
+        mds.arg("mds")
+            .arg(&path)
+            .arg("--listen")
+            .arg(&listen)
+            .arg("--lease-ms")
+            .arg(lease_ms.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| CliError::new(format!("cannot start the metadata server: {e}")))?,
+    );
     let mut lines = BufReader::new(
-        mds.stderr
+        mds.0
+            .stderr
             .take()
             .ok_or_else(|| CliError::new("no server output"))?,
     )
@@ -427,7 +453,6 @@ fn one_run(
         }
     }
     let Some(addr) = addr else {
-        let _ = mds.kill();
         return Err(CliError::new("the metadata server did not start"));
     };
     // Its output keeps flowing (a full pipe would stop it).
@@ -478,33 +503,37 @@ fn one_run(
             .stderr(Stdio::inherit())
             .spawn()
             .map_err(|e| CliError::new(format!("cannot start client {c}: {e}")))?;
-        kids.push(child);
+        kids.push(Reaped(child));
     }
     let mut outs = Vec::new();
     let mut failed = None;
-    for (c, k) in kids.into_iter().enumerate() {
-        match k.wait_with_output() {
-            Ok(o) if o.status.success() => match serde_json::from_slice::<ClientOut>(&o.stdout) {
+    for (c, k) in kids.iter_mut().enumerate() {
+        use std::io::Read;
+        let mut stdout = Vec::new();
+        let read = k.0.stdout.take().map(|mut o| o.read_to_end(&mut stdout));
+        match (read, k.0.wait()) {
+            (Some(Err(e)), _) | (_, Err(e)) => failed = Some(format!("client {c}: {e}")),
+            (_, Ok(st)) if st.success() => match serde_json::from_slice::<ClientOut>(&stdout) {
                 Ok(r) => outs.push(r),
                 Err(e) => failed = Some(format!("client {c}: bad result: {e}")),
             },
-            Ok(o) => failed = Some(format!("client {c} failed ({})", o.status)),
-            Err(e) => failed = Some(format!("client {c}: {e}")),
+            (_, Ok(st)) => failed = Some(format!("client {c} failed ({st})")),
         }
     }
     drop(proxy);
     // SAFETY: kill sends a signal to our own child; no memory is involved.
-    unsafe { libc::kill(mds.id() as i32, libc::SIGTERM) };
-    let _ = mds.wait();
+    unsafe { libc::kill(mds.0.id() as i32, libc::SIGTERM) };
+    let _ = mds.0.wait();
     if let Some(f) = failed {
         return Err(CliError::new(f));
     }
     if let (Some(dir), Some(first)) = (&a.plot, outs.first()) {
         if !first.samples.is_empty() {
             let svg = dir.join(format!(
-                "{}-{}c-rtt{}us-{}-r{}.svg",
+                "{}-{}c-{}-rtt{}us-{}-r{}.svg",
                 a.workload,
                 clients,
+                net.name(),
                 rtt.as_micros(),
                 mode,
                 round

@@ -265,8 +265,9 @@ fn serve(
 }
 
 /// Accepts what the listener has waiting, connecting each to `target` (from the
-/// serving thread: on loopback a connect is answered at once, unless the target's
-/// backlog is full).
+/// serving thread: on loopback, or over a veth pair to a local namespace, a
+/// connect is answered at once — accepted, or refused while no server listens —
+/// unless the target's backlog is full).
 fn accept_all(listener: &TcpListener, target: SocketAddr, conns: &mut Vec<Conn>) {
     loop {
         let client = match listener.accept() {

@@ -6,11 +6,15 @@
 //! round trip is added by [`crate::netdelay::DelayProxy`] (this kernel has no
 //! `sch_netem`).
 //!
-//! Each namespace gets a /30 of 10.128.0.0/9 picked from the process id and a
-//! counter, the root side's address `.1` and the namespace's `.2`, and names that
-//! carry the process id (`mnemofs-PID-K`; interfaces `mfhPIDkK` and `mfnPIDkK`),
-//! so that concurrent test processes do not meet. Dropping a [`NetNs`] deletes the
-//! namespace, which takes the pair with it.
+//! Each namespace gets a /30 of 198.18.0.0/16 (of the range RFC 2544 sets aside
+//! for benchmarks, which no real network uses), the first one from a start picked
+//! from the process id and a counter that has no route yet (processes that scan at
+//! the same instant could still pick the same one); the root side's address is its
+//! `.1`, the namespace's its `.2`. Names carry the process id (`mnemofs-PID-K`;
+//! interfaces `mfhPIDkK` and `mfnPIDkK`, within Linux's 15 bytes while K < 10,000).
+//! Dropping a [`NetNs`] deletes the namespace, which takes the pair with it; a
+//! process killed first leaves both behind (`ip netns del mnemofs-PID-K` removes
+//! them; a later process of the same pid deletes a namespace of its name first).
 
 use std::net::Ipv4Addr;
 use std::process::{Command, Stdio};
@@ -19,7 +23,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 /// Why a namespace could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum NetNsError {
-    /// Not root, or no `ip`: the caller may skip what needed the namespace.
+    /// Not root, no `ip`, or not allowed to make namespaces (a container without
+    /// CAP_SYS_ADMIN): the caller may skip what needed the namespace.
     #[error("network namespaces unavailable: {0}")]
     Unavailable(String),
     /// An `ip` command failed.
@@ -62,6 +67,35 @@ fn ip(args: &[&str]) -> Result<(), NetNsError> {
     }
 }
 
+/// The first address of a /30 of 198.18.0.0/16 that no route covers yet, trying
+/// them from the `start`-th (modulo their number) on.
+fn free_subnet(start: u32) -> Result<u32, NetNsError> {
+    const NETS: u32 = 1 << 14;
+    let out = Command::new("ip")
+        .args(["-4", "route", "show", "root", "198.18.0.0/16"])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| NetNsError::Ip {
+            cmd: "-4 route show root 198.18.0.0/16".into(),
+            msg: e.to_string(),
+        })?;
+    // Each line starts with the destination: `198.18.X.Y/30 dev ...`.
+    let used: Vec<u32> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter_map(|d| d.split('/').next()?.parse::<Ipv4Addr>().ok())
+        .map(|a| u32::from(a) & !3)
+        .collect();
+    let first = u32::from(Ipv4Addr::new(198, 18, 0, 0));
+    (0..NETS)
+        .map(|i| first + (start.wrapping_add(i) % NETS) * 4)
+        .find(|b| !used.contains(b))
+        .ok_or_else(|| NetNsError::Ip {
+            cmd: "-4 route show root 198.18.0.0/16".into(),
+            msg: "every /30 of 198.18.0.0/16 is in use".into(),
+        })
+}
+
 impl NetNs {
     /// Makes a namespace, a veth pair between it and the caller's namespace, and
     /// brings both ends (and the namespace's loopback) up.
@@ -83,9 +117,7 @@ impl NetNs {
         }
         let pid = std::process::id();
         let k = MADE.fetch_add(1, Ordering::Relaxed);
-        // A /30 in 10.128.0.0/9: 2^21 of them, from the pid and the counter.
-        let net = (pid.wrapping_mul(64).wrapping_add(k) & ((1 << 21) - 1)) << 2;
-        let base = u32::from(Ipv4Addr::new(10, 128, 0, 0)) | net;
+        let base = free_subnet(pid.wrapping_mul(64).wrapping_add(k))?;
         let (host, inner) = (Ipv4Addr::from(base + 1), Ipv4Addr::from(base + 2));
         let ns = NetNs {
             name: format!("mnemofs-{pid}-{k}"),
@@ -94,7 +126,14 @@ impl NetNs {
         };
         // (Interface names: at most 15 bytes; a pid has at most 7 digits.)
         let (h, n) = (format!("mfh{pid}k{k}"), format!("mfn{pid}k{k}"));
-        ip(&["netns", "add", &ns.name])?;
+        // One of this name is left over from a killed process that had this pid.
+        let _ = ip(&["netns", "del", &ns.name]);
+        ip(&["netns", "add", &ns.name]).map_err(|e| match e {
+            NetNsError::Ip { msg, .. } if msg.contains("Operation not permitted") => {
+                NetNsError::Unavailable(format!("not allowed to make one: {msg}"))
+            }
+            e => e,
+        })?;
         // From here on, a failure deletes the namespace (the drop of `ns`); the host
         // end of the pair goes when its peer's namespace does.
         ip(&["link", "add", &h, "type", "veth", "peer", "name", &n])?;
