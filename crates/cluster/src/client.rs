@@ -144,20 +144,40 @@ pub(crate) struct FileCache {
     pub pending: Mutex<Pending>,
     /// Signalled when a batch of this file is answered.
     pub done: Condvar,
-    /// Delayed commit: opens of the file made without a call (see `Inner::open_held`).
+    /// This client's opens of the file, and the server pins that keep it for them.
     opens: Mutex<HeldOpens>,
     /// Signalled when a recall's answer that told the server of opens is answered.
     opens_told: Condvar,
 }
 
-/// Opens a client made on its own, while it held the file's layout (delayed
-/// commit). The server learns of them only from the answer to a recall of the
-/// layout, which every call that could free the file sends first (an unlink, a
-/// rename over it, the drop of its last pin), and takes a pin for each then; a
-/// release takes one of these back first, without a call.
+/// A create's pin taken by an open or a release (`Inner::claim_created`).
+enum Claim {
+    /// None left.
+    None,
+    /// One of this session.
+    Pin(u64),
+    /// One of a session that has ended: it went with it.
+    Gone,
+}
+
+/// A client's opens of a file, by what keeps the file for them on the server (a
+/// pin per open, of the session it was taken in; a session that ends takes its
+/// pins with it).
+///
+/// Opens made without a call while the client held the file's layout (delayed
+/// commit) are `held`: the server learns of them only from the answer to a recall
+/// of the layout, which every call that could free the file sends first (an
+/// unlink, a rename over it, the drop of its last pin), and takes a pin for each
+/// then. Other opens are `pinned` (a call, a create's pin, or held opens told).
+/// Those of a session that has ended are `stale`: nothing keeps the file for them.
+///
+/// A release cannot tell which open it ends, so it takes a `stale` one first
+/// (no call), then a `held` one (no call), then a `pinned` one (its pin dropped
+/// in its session): a pin of the session now is dropped only once no open older
+/// than it is left, and every open still made stays covered.
 #[derive(Default)]
 struct HeldOpens {
-    /// Not told to the server.
+    /// Made under session `session`'s layout, not told to the server.
     held: u32,
     /// In a recall's answer on its way: pins of the session once it is answered.
     telling: u32,
@@ -166,6 +186,40 @@ struct HeldOpens {
     /// apply), and the session it was told to; dropped once they are
     /// (`drop_commit_pin`).
     commit_pin: Option<u64>,
+    /// Opens whose server pin is one of session `session`'s: taken by a call
+    /// (`Open`, `OpenLayout`), a create's pin claimed, or `held` opens told in a
+    /// recall's answer.
+    pinned: u32,
+    /// The session `held` and `pinned` are of.
+    session: u64,
+    /// Opens made in a session that has ended: released without a call.
+    stale: u32,
+}
+
+impl HeldOpens {
+    /// Counts the opens of any session but `now` (whose pins went with it, and
+    /// whose held opens no recall of `now` will tell) as stale.
+    fn at(&mut self, now: u64) {
+        if self.session != now {
+            self.stale = self
+                .stale
+                .saturating_add(self.pinned)
+                .saturating_add(self.held);
+            self.pinned = 0;
+            self.held = 0;
+            self.session = now;
+        }
+    }
+
+    /// Records `n` opens pinned in session `s`; `now`: the session now.
+    fn pin(&mut self, s: u64, n: u32, now: u64) {
+        self.at(now);
+        if s == now {
+            self.pinned = self.pinned.saturating_add(n);
+        } else {
+            self.stale = self.stale.saturating_add(n);
+        }
+    }
 }
 
 impl FileCache {
@@ -293,8 +347,9 @@ pub(crate) struct Inner {
     pub c: Counters,
     /// Delayed commit's queue and threads (`None`: synchronous commits).
     pub committer: Option<Committer>,
-    /// Pins a create took for this client that no open has claimed yet.
-    created: Mutex<HashMap<Ino, u32>>,
+    /// Pins a create took for this client that no open has claimed yet, with
+    /// the session they are of.
+    created: Mutex<HashMap<Ino, (u64, u32)>>,
     /// Delayed commit: pins to drop, each with the session it was dropped in, sent
     /// with the next compound commit of that session (or not at all).
     pub deferred: Mutex<Vec<(u64, MetaReq)>>,
@@ -470,11 +525,17 @@ impl Client {
     /// The answer to a pinning create (`Create`, `CreateNode`): the new file's
     /// attributes, its layout installed when one came with them; `client` and
     /// `recalls` as read before the call.
-    fn created_reply(&self, r: MetaReply, client: u64, recalls: u64) -> Result<Attr> {
+    /// `pinned`: the session whose call answered (the create's pin is of it).
+    fn created_reply(
+        &self,
+        (pinned, r): (u64, MetaReply),
+        client: u64,
+        recalls: u64,
+    ) -> Result<Attr> {
         let a = self.with_reply_layout(r, client, recalls)?;
         self.inner.settle_end(a.ino);
         let a = self.inner.own_size(a)?;
-        self.inner.created(self.m(a.ino));
+        self.inner.created(self.m(a.ino), pinned);
         Ok(a)
     }
 
@@ -580,6 +641,12 @@ impl Client {
 
 impl Inner {
     fn meta(self: &Arc<Self>, req: MetaReq) -> Result<MetaReply> {
+        self.meta_in(req).map(|(_, r)| r)
+    }
+
+    /// `meta`, and the session whose call answered (a new one when the server
+    /// said the first had gone).
+    fn meta_in(self: &Arc<Self>, req: MetaReq) -> Result<(u64, MetaReply)> {
         let client = self.session.read().client;
         let mut rpc = self.rpc.clone();
         self.c.rpcs.fetch_add(1, Ordering::Relaxed);
@@ -594,13 +661,42 @@ impl Inner {
                 self.rt.block_on(Inner::open_session(self))?;
                 let client = self.session.read().client;
                 self.c.rpcs.fetch_add(1, Ordering::Relaxed);
-                self.rt.block_on(rpc.meta(MetaCall { client, req }))
+                self.rt
+                    .block_on(rpc.meta(MetaCall { client, req }))
+                    .map(|r| (client, r))
             }
-            r => r,
+            r => r.map(|r| (client, r)),
         };
-        match r.map_err(from_status)?.into_inner() {
+        let (client, r) = r.map_err(from_status)?;
+        match r.into_inner() {
             MetaReply::Err(e, m) => Err(from_errno(e, m)),
-            ok => Ok(ok),
+            ok => Ok((client, ok)),
+        }
+    }
+
+    /// Sends a call of session `session` only (a pin drop): not at all when that
+    /// session has ended here, and not again in a new one when the server says it
+    /// is gone (its pins went with it).
+    fn unit_in(self: &Arc<Self>, session: u64, req: MetaReq) -> Result<()> {
+        if self.session_client() != session {
+            return Ok(());
+        }
+        let mut rpc = self.rpc.clone();
+        self.c.rpcs.fetch_add(1, Ordering::Relaxed);
+        let r = self.rt.block_on(rpc.meta(MetaCall {
+            client: session,
+            req,
+        }));
+        match r {
+            Err(s) if s.code() == tonic::Code::FailedPrecondition => Ok(()),
+            r => match r.map_err(from_status)?.into_inner() {
+                MetaReply::Unit => Ok(()),
+                MetaReply::Err(e, m) => Err(from_errno(e, m)),
+                _ => Err(io(
+                    std::io::ErrorKind::InvalidData,
+                    "metadata server: unexpected reply",
+                )),
+            },
         }
     }
 
@@ -614,29 +710,53 @@ impl Inner {
         }
     }
 
-    /// Records the pin a create took for this client.
-    fn created(&self, ino: Ino) {
-        *self.created.lock().entry(ino).or_insert(0) += 1;
+    /// Records the pin a create took for this client in session `s` (a pin of an
+    /// earlier session of the file's, no open took, is forgotten: it went with its
+    /// session).
+    fn created(&self, ino: Ino, s: u64) {
+        let mut c = self.created.lock();
+        let e = c.entry(ino).or_insert((s, 0));
+        if e.0 != s {
+            // (Those of an earlier session went with it.)
+            *e = (s, 0);
+        }
+        e.1 += 1;
     }
 
-    /// Takes a create's pin for an open; false when there is none.
-    fn claim_created(&self, ino: Ino) -> bool {
+    /// Takes a create's pin no open took yet, for an open or a release.
+    fn claim_created(&self, ino: Ino) -> Claim {
+        let now = self.session_client();
         let mut c = self.created.lock();
-        match c.get_mut(&ino) {
-            Some(n) if *n > 0 => {
-                *n -= 1;
-                if *n == 0 {
-                    c.remove(&ino);
-                }
-                true
-            }
-            _ => false,
+        let Some((s, n)) = c.get_mut(&ino) else {
+            return Claim::None;
+        };
+        let s = *s;
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            c.remove(&ino);
+        }
+        if s == now {
+            Claim::Pin(s)
+        } else {
+            Claim::Gone
         }
     }
 
-    /// Drops the unclaimed create pins of `ino`; how many there were.
-    fn unclaimed(&self, ino: Ino) -> u32 {
-        self.created.lock().remove(&ino).unwrap_or(0)
+    /// Forgets the unclaimed create pins of `ino`: how many there were of the
+    /// session now, and that session.
+    fn unclaimed(&self, ino: Ino) -> Option<(u64, u32)> {
+        let now = self.session_client();
+        self.created.lock().remove(&ino).filter(|&(s, _)| s == now)
+    }
+
+    /// Records `n` opens of `ino` pinned by the server in session `s`.
+    fn pinned(self: &Arc<Self>, ino: Ino, s: u64, n: u32) {
+        let fc = self.file(ino);
+        // The session read under the lock, as every user of `HeldOpens` reads it:
+        // a session that changed is seen by all of them in one order.
+        let mut o = fc.opens.lock();
+        let now = self.session_client();
+        o.pin(s, n, now);
     }
 
     /// Drops a pin (`Release` or `Forget`): at once with synchronous commits;
@@ -646,16 +766,21 @@ impl Inner {
     /// batch of other files (another file's fsync, another commit thread) could
     /// carry it ahead of them.
     fn unpin(self: &Arc<Self>, req: MetaReq) -> Result<()> {
+        self.unpin_in(self.session_client(), req)
+    }
+
+    /// `unpin`, of a pin of session `session`: sent in that session only. One
+    /// that has ended took its pins with it, and a drop sent in the next one could
+    /// take a pin of the new session's.
+    fn unpin_in(self: &Arc<Self>, session: u64, req: MetaReq) -> Result<()> {
         if self.committer.is_none() {
-            return self.unit(req);
+            return self.unit_in(session, req);
         }
         let ino = match &req {
             MetaReq::Release { ino } | MetaReq::Forget { ino, .. } => Some(*ino),
             _ => None,
         };
-        // Tagged with the session: one that ends meanwhile takes its pins with it,
-        // and a drop sent in the next one could take a pin of the new session's.
-        let tagged = (self.session_client(), req);
+        let tagged = (session, req);
         if let Some(fc) = ino.and_then(|i| self.files.lock().get(&i).cloned()) {
             let mut p = fc.pending.lock();
             if p.waiting() {
@@ -851,7 +976,16 @@ impl Inner {
         if g.is_none() {
             return false;
         }
-        fc.opens.lock().held += 1;
+        let mut o = fc.opens.lock();
+        let now = self.session_client();
+        // Only under a layout of the session now: one of a session that has
+        // ended (about to be dropped) would make an open the server never hears
+        // of.
+        if fc.granted.lock().0 != now {
+            return false;
+        }
+        o.at(now);
+        o.held += 1;
         true
     }
 
@@ -889,10 +1023,8 @@ impl Inner {
         }
         drop(o);
         // Only a pin of the session now (one told to a session gone went with it).
-        if told == self.session_client() {
-            // (Delayed commit: only queued.)
-            let _ = self.unpin(MetaReq::Release { ino });
-        }
+        // (Delayed commit: only queued.)
+        let _ = self.unpin_in(told, MetaReq::Release { ino });
     }
 
     /// Opens `ino` (`served`: its number on the server) and, unless a layout of it
@@ -902,15 +1034,25 @@ impl Inner {
     fn open_with_layout(self: &Arc<Self>, ino: Ino, served: Ino) -> Result<()> {
         let fc = self.file(ino);
         if fc.layout.read().is_some() {
-            return self.unit(MetaReq::Open { ino: served });
+            let (s, r) = self.meta_in(MetaReq::Open { ino: served })?;
+            self.pinned(served, s, 1);
+            return match r {
+                MetaReply::Unit => Ok(()),
+                _ => Err(io(
+                    std::io::ErrorKind::InvalidData,
+                    "metadata server: unexpected reply",
+                )),
+            };
         }
         let gen = fc.gen.load(Ordering::Acquire);
         let client = self.session.read().client;
-        let r = self.meta(MetaReq::OpenLayout {
+        let (s, r) = self.meta_in(MetaReq::OpenLayout {
             ino: served,
             first: 0,
             n: 1024,
         })?;
+        // Pinned, whatever the layout's fate below.
+        self.pinned(served, s, 1);
         let (l, grant) = match r {
             MetaReply::Layout(g) => Cached::granted(g),
             MetaReply::Unit => return Ok(()),
@@ -1487,12 +1629,12 @@ impl Inner {
         self.forget_space_and_layouts();
     }
 
-    /// What a session change leaves behind: the old session's delegated space,
-    /// every cached layout, and the creates' pins no open claimed (they went with
-    /// the session: an open claiming one would hold nothing in the new one).
+    /// What a session change leaves behind: the old session's delegated space and
+    /// every cached layout. (The creates' pins no open claimed went with the
+    /// session too: their entries say which session they were of, so an open
+    /// claiming one makes a call and a release of one none.)
     fn forget_space_and_layouts(&self) {
         *self.pool.lock() = Pools::default();
-        self.created.lock().clear();
         let files: Vec<Arc<FileCache>> = self.files.lock().values().cloned().collect();
         for fc in files {
             fc.drop_layout();
@@ -1545,7 +1687,11 @@ impl Inner {
                 let current = self.session.read().client == client;
                 let mut n = 0;
                 if current {
+                    o.at(client);
                     n = std::mem::take(&mut o.held);
+                    // Pins of this session once the answer arrives (a release
+                    // waits for `telling` before it drops one).
+                    o.pinned += n;
                     // (One told to a session gone went with it.)
                     if o.commit_pin.is_none_or(|s| s != client) && self.committer.is_some() {
                         let p = fc.pending.lock();
@@ -1648,7 +1794,7 @@ impl FileSystem for Client {
         // of this very file, for which no cache entry exists yet (see `on_recall`).
         let recalls = self.inner.c.recalls.load(Ordering::Acquire);
         let client = self.inner.session_client();
-        let r = self.inner.meta(MetaReq::Create {
+        let r = self.inner.meta_in(MetaReq::Create {
             parent: self.m(parent),
             name: name.to_vec(),
             mode,
@@ -1673,7 +1819,7 @@ impl FileSystem for Client {
     fn create_node(&self, parent: Ino, name: &[u8], node: &NewNode) -> Result<Attr> {
         let recalls = self.inner.c.recalls.load(Ordering::Acquire);
         let client = self.inner.session_client();
-        let r = self.inner.meta(MetaReq::CreateNode {
+        let r = self.inner.meta_in(MetaReq::CreateNode {
             parent: self.m(parent),
             name: name.to_vec(),
             node: *node,
@@ -1820,10 +1966,16 @@ impl FileSystem for Client {
     }
 
     fn open(&self, ino: Ino) -> Result<()> {
-        if self.inner.claim_created(self.m(ino)) || self.inner.open_held(self.m(ino)) {
+        let m = self.m(ino);
+        // (A create's pin gone with its session: the open pins anew.)
+        if let Claim::Pin(s) = self.inner.claim_created(m) {
+            self.inner.pinned(m, s, 1);
             return Ok(());
         }
-        self.inner.open_with_layout(ino, self.m(ino))
+        if self.inner.open_held(m) {
+            return Ok(());
+        }
+        self.inner.open_with_layout(ino, m)
     }
 
     /// Does not wait for the file's commits (as in the paper); returns the error
@@ -1835,25 +1987,60 @@ impl FileSystem for Client {
         let fc = self.inner.files.lock().get(&self.m(ino)).cloned();
         // A create's pin no open took is the one dropped (the caller released the
         // file without opening it): else a later open would take it for its own,
-        // and hold nothing. Then an open made without a call goes without one.
-        // Else the pin is the server's: once a recall's answer that told of opens
-        // is answered.
-        let created = self.inner.claim_created(self.m(ino));
-        let held = !created
-            && fc.as_ref().is_some_and(|fc| {
-                let mut o = fc.opens.lock();
-                if o.held > 0 {
-                    o.held -= 1;
-                    return true;
+        // and hold nothing. Else an open of an ended session, then one made
+        // without a call, go without one; else the pin of one of the session now
+        // (see `HeldOpens`), once a recall's answer that told of opens is
+        // answered.
+        enum Give {
+            No,
+            In(u64),
+            NoOpen,
+        }
+        let give = match self.inner.claim_created(self.m(ino)) {
+            Claim::Pin(s) => Give::In(s),
+            Claim::Gone => Give::No,
+            Claim::None => match &fc {
+                None => Give::NoOpen,
+                Some(fc) => {
+                    let mut o = fc.opens.lock();
+                    o.at(self.inner.session_client());
+                    if o.stale > 0 {
+                        o.stale -= 1;
+                        Give::No
+                    } else if o.held > 0 {
+                        o.held -= 1;
+                        Give::No
+                    } else {
+                        while o.telling > 0 {
+                            fc.opens_told.wait(&mut o);
+                        }
+                        // (The session may have ended meanwhile.)
+                        o.at(self.inner.session_client());
+                        if o.stale > 0 {
+                            o.stale -= 1;
+                            Give::No
+                        } else if o.pinned > 0 {
+                            o.pinned -= 1;
+                            Give::In(o.session)
+                        } else {
+                            Give::NoOpen
+                        }
+                    }
                 }
-                while o.telling > 0 {
-                    fc.opens_told.wait(&mut o);
-                }
-                false
-            });
+            },
+        };
         let failed = fc.and_then(|fc| fc.pending.lock().error);
-        if !held {
-            self.inner.unpin(MetaReq::Release { ino: self.m(ino) })?;
+        match give {
+            Give::No => {}
+            Give::In(s) => self
+                .inner
+                .unpin_in(s, MetaReq::Release { ino: self.m(ino) })?,
+            Give::NoOpen => {
+                return Err(from_errno(
+                    libc::EINVAL,
+                    "no open of this file to release".into(),
+                ))
+            }
         }
         match failed {
             Some(e) => Err(from_errno(e, "background commit failed".into())),
@@ -1885,8 +2072,10 @@ impl FileSystem for Client {
     fn forget(&self, ino: Ino, n: u64) {
         let ino = self.m(ino);
         // The kernel is done with it: a create's pin no open took goes too.
-        for _ in 0..self.inner.unclaimed(ino) {
-            let _ = self.inner.unpin(MetaReq::Release { ino });
+        if let Some((s, n)) = self.inner.unclaimed(ino) {
+            for _ in 0..n {
+                let _ = self.inner.unpin_in(s, MetaReq::Release { ino });
+            }
         }
         let _ = self.inner.unpin(MetaReq::Forget { ino, n });
     }

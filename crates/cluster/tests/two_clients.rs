@@ -992,3 +992,75 @@ fn a_create_released_without_an_open_leaves_no_pin_for_a_later_open() {
     mds.shutdown().unwrap();
     assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
 }
+
+/// A file opened twice by one client, once before and once after its session
+/// ended (a server restart): the first open's pin went with the old session, so
+/// its release must not drop what keeps the file for the second open (its pin,
+/// or under delayed commit after a lookup brought the layout, the open the
+/// client tells the server of when the unlink recalls that layout), which alone
+/// keeps the file once another client unlinks it.
+#[test]
+fn a_release_of_an_open_from_an_ended_session_keeps_the_new_sessions_pin() {
+    let cfg = || MdsConfig {
+        lease: Duration::from_millis(300),
+        chunk_blocks: 16,
+    };
+    for (mode, lookup) in [
+        (CommitMode::Sync, false),
+        (CommitMode::Delayed, false),
+        (CommitMode::Delayed, true),
+    ] {
+        let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+        let devs = volume(dir.path());
+        let fs = mnemofs::mount_devices(&devs, &mds_mount_options()).unwrap();
+        let mds = MdsHandle::start(fs, "127.0.0.1:0".parse().unwrap(), cfg()).unwrap();
+        let addr = mds.addr();
+        let a = client_with(addr, &devs, mode);
+        let f = a.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap().ino;
+        // Open 1: the create's pin, of session 1.
+        a.open(f).unwrap();
+        a.write(f, 0, &pattern(11, 2 * 4096)).unwrap();
+        a.fsync(f).unwrap();
+        // The server restarts: session 1 and its pins are gone. A finds out at its
+        // next renewal and lets its delegated space and layouts go.
+        mds.shutdown().unwrap();
+        let fs = mnemofs::mount_devices(&devs, &mds_mount_options()).unwrap();
+        let mds = MdsHandle::start(fs, addr, cfg()).unwrap();
+        wait_for(
+            &format!("{mode:?} {lookup}: A never left its session"),
+            Duration::from_millis(10),
+            || a.client_stats().pool_blocks == 0,
+        );
+        // Open 2: pinned in a new session (a call), or made without a call under
+        // the layout the lookup brought.
+        if lookup {
+            // (The first call after the restart opens the new session; a layout
+            // answered to a session that changed during its call is not kept.)
+            a.lookup(ROOT_INO, b"f").unwrap();
+            a.lookup(ROOT_INO, b"f").unwrap();
+        }
+        let rpcs = a.client_stats().rpcs;
+        a.open(f).unwrap();
+        assert_eq!(a.client_stats().rpcs == rpcs, lookup, "{mode:?}");
+        // Open 1 ends (a release does not say which open it ends).
+        a.release(f).unwrap();
+        let b = client(addr, &devs);
+        b.unlink(ROOT_INO, b"f").unwrap();
+        assert!(
+            mds.fs().getattr(f).is_ok(),
+            "{mode:?} {lookup}: freed while open 2 holds it"
+        );
+        let mut got = vec![0u8; 2 * 4096];
+        assert_eq!(a.read(f, 0, &mut got).unwrap(), 2 * 4096, "{mode:?}");
+        assert_eq!(got, pattern(11, 2 * 4096), "{mode:?}");
+        // Open 2 ends: its pin goes, and the file with it.
+        a.release(f).unwrap();
+        wait_freed(&mds, f, &format!("{mode:?}"));
+        // No third open to release.
+        assert!(a.release(f).is_err(), "{mode:?}");
+        a.close().unwrap();
+        b.close().unwrap();
+        mds.shutdown().unwrap();
+        assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean(), "{mode:?}");
+    }
+}
