@@ -150,6 +150,29 @@ pub(crate) struct FileCache {
     opens_told: Condvar,
 }
 
+/// The kernel's references to an inode this client told the server of
+/// (`Remember`): those of the session now, pinned there, and those of an ended
+/// session (whose pins went with it). A `Forget` takes the ended ones first, as a
+/// release takes an ended session's opens first (see `HeldOpens`): it cannot tell
+/// which references it ends.
+#[derive(Default, Clone, Copy)]
+struct Remembered {
+    session: u64,
+    n: u64,
+    stale: u64,
+}
+
+impl Remembered {
+    /// Counts the references of any session but `now` as stale.
+    fn at(&mut self, now: u64) {
+        if self.session != now {
+            self.stale = self.stale.saturating_add(self.n);
+            self.n = 0;
+            self.session = now;
+        }
+    }
+}
+
 /// A create's pin taken by an open or a release (`Inner::claim_created`).
 enum Claim {
     /// None left.
@@ -350,6 +373,9 @@ pub(crate) struct Inner {
     /// Pins a create took for this client that no open has claimed yet, with
     /// the session they are of.
     created: Mutex<HashMap<Ino, (u64, u32)>>,
+    /// References to inodes the server pinned for this client (`Remember`), by
+    /// inode; an entry goes when it counts none.
+    remembered: Mutex<HashMap<Ino, Remembered>>,
     /// Delayed commit: pins to drop, each with the session it was dropped in, sent
     /// with the next compound commit of that session (or not at all).
     pub deferred: Mutex<Vec<(u64, MetaReq)>>,
@@ -467,6 +493,7 @@ impl Client {
             c: Counters::default(),
             committer: (cfg.commit == CommitMode::Delayed).then(|| Committer::new(cfg.delayed)),
             created: Mutex::new(HashMap::new()),
+            remembered: Mutex::new(HashMap::new()),
             deferred: Mutex::new(Vec::new()),
             stop,
         });
@@ -759,17 +786,12 @@ impl Inner {
         o.pin(s, n, now);
     }
 
-    /// Drops a pin (`Release` or `Forget`): at once with synchronous commits;
-    /// with delayed commits in a later compound commit (nothing waits for it) —
-    /// once every commit of the file queued or unanswered now is answered
-    /// (`Pending::parked`): the pin may be all that keeps an unlinked file, and a
-    /// batch of other files (another file's fsync, another commit thread) could
-    /// carry it ahead of them.
-    fn unpin(self: &Arc<Self>, req: MetaReq) -> Result<()> {
-        self.unpin_in(self.session_client(), req)
-    }
-
-    /// `unpin`, of a pin of session `session`: sent in that session only. One
+    /// Drops a pin (`Release` or `Forget`) of session `session`: at once with
+    /// synchronous commits; with delayed commits in a later compound commit
+    /// (nothing waits for it) — once every commit of the file queued or unanswered
+    /// now is answered (`Pending::parked`): the pin may be all that keeps an
+    /// unlinked file, and a batch of other files (another file's fsync, another
+    /// commit thread) could carry it ahead of them. Sent in that session only: one
     /// that has ended took its pins with it, and a drop sent in the next one could
     /// take a pin of the new session's.
     fn unpin_in(self: &Arc<Self>, session: u64, req: MetaReq) -> Result<()> {
@@ -2066,7 +2088,19 @@ impl FileSystem for Client {
     }
 
     fn remember(&self, ino: Ino) {
-        let _ = self.inner.unit(MetaReq::Remember { ino: self.m(ino) });
+        let ino = self.m(ino);
+        if let Ok((s, MetaReply::Unit)) = self.inner.meta_in(MetaReq::Remember { ino }) {
+            // The session read under the map's lock, as `forget` reads it.
+            let mut m = self.inner.remembered.lock();
+            let now = self.inner.session_client();
+            let r = m.entry(ino).or_default();
+            r.at(now);
+            if s == now {
+                r.n += 1;
+            } else {
+                r.stale += 1;
+            }
+        }
     }
 
     fn forget(&self, ino: Ino, n: u64) {
@@ -2077,7 +2111,29 @@ impl FileSystem for Client {
                 let _ = self.inner.unpin_in(s, MetaReq::Release { ino });
             }
         }
-        let _ = self.inner.unpin(MetaReq::Forget { ino, n });
+        // References of an ended session first (nothing to drop: their pins went
+        // with it), then those of the session now, dropped there; never below
+        // zero.
+        let drop = {
+            let mut m = self.inner.remembered.lock();
+            let now = self.inner.session_client();
+            let Some(r) = m.get_mut(&ino) else {
+                return;
+            };
+            r.at(now);
+            let old = n.min(r.stale);
+            r.stale -= old;
+            let cur = (n - old).min(r.n);
+            r.n -= cur;
+            let drop = (cur > 0).then_some((r.session, cur));
+            if r.n == 0 && r.stale == 0 {
+                m.remove(&ino);
+            }
+            drop
+        };
+        if let Some((s, n)) = drop {
+            let _ = self.inner.unpin_in(s, MetaReq::Forget { ino, n });
+        }
     }
 
     /// Returns once every write of the file before it is committed on the server

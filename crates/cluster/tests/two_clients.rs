@@ -1064,3 +1064,48 @@ fn a_release_of_an_open_from_an_ended_session_keeps_the_new_sessions_pin() {
         assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean(), "{mode:?}");
     }
 }
+
+/// The same for the kernel's references (`remember`/`forget`): a forget of a
+/// reference taken before the client's session ended (a server restart) must
+/// not drop the one taken after it, which alone keeps the file once another
+/// client unlinks it.
+#[test]
+fn a_forget_of_a_reference_from_an_ended_session_keeps_the_new_sessions_pin() {
+    let cfg = || MdsConfig {
+        lease: Duration::from_millis(300),
+        chunk_blocks: 16,
+    };
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let devs = volume(dir.path());
+    let fs = mnemofs::mount_devices(&devs, &mds_mount_options()).unwrap();
+    let mds = MdsHandle::start(fs, "127.0.0.1:0".parse().unwrap(), cfg()).unwrap();
+    let addr = mds.addr();
+    let a = client(addr, &devs);
+    let f = written(&a, b"f", &pattern(12, 4096));
+    // Reference 1, of session 1.
+    a.remember(f);
+    mds.shutdown().unwrap();
+    let fs = mnemofs::mount_devices(&devs, &mds_mount_options()).unwrap();
+    let mds = MdsHandle::start(fs, addr, cfg()).unwrap();
+    wait_for(
+        "A never left its session",
+        Duration::from_millis(10),
+        || a.client_stats().pool_blocks == 0,
+    );
+    // Reference 2, of a new session; then reference 1 is forgotten.
+    a.remember(f);
+    assert_eq!(a.client_stats().sessions, 2);
+    a.forget(f, 1);
+    let b = client(addr, &devs);
+    b.unlink(ROOT_INO, b"f").unwrap();
+    assert!(
+        mds.fs().getattr(f).is_ok(),
+        "freed while reference 2 holds it"
+    );
+    a.forget(f, 1);
+    wait_freed(&mds, f, "after the last forget");
+    a.close().unwrap();
+    b.close().unwrap();
+    mds.shutdown().unwrap();
+    assert!(mnemofs::fsck_devices(&devs).unwrap().is_clean());
+}
