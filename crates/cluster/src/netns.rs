@@ -155,6 +155,20 @@ impl NetNs {
         Ok(ns)
     }
 
+    /// For tests: a namespace, or None (having said `skipped` and why) where
+    /// namespaces are unavailable; panics on any other failure.
+    #[doc(hidden)]
+    pub fn or_skip() -> Option<NetNs> {
+        match NetNs::create() {
+            Ok(ns) => Some(ns),
+            Err(NetNsError::Unavailable(why)) => {
+                eprintln!("skipped: {why}");
+                None
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+
     /// The namespace's name (`ip netns exec NAME ...`).
     pub fn name(&self) -> &str {
         &self.name
@@ -203,13 +217,8 @@ mod tests {
     /// over the pair, and the drop takes the namespace away.
     #[test]
     fn reaches_inside_over_the_pair_and_drop_deletes_it() {
-        let ns = match NetNs::create() {
-            Ok(ns) => ns,
-            Err(NetNsError::Unavailable(why)) => {
-                eprintln!("skipped: {why}");
-                return;
-            }
-            Err(e) => panic!("{e}"),
+        let Some(ns) = NetNs::or_skip() else {
+            return;
         };
         let name = ns.name().to_string();
         assert!(listed(&name));

@@ -8,7 +8,7 @@
 
 use mnemofs::{FileSystem, MkfsOptions, ROOT_INO};
 use mnemofs_cluster::netdelay::DelayProxy;
-use mnemofs_cluster::netns::{NetNs, NetNsError};
+use mnemofs_cluster::netns::NetNs;
 use mnemofs_cluster::{mds_mount_options, Client, ClientConfig, CommitMode, MdsConfig, MdsHandle};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -469,13 +469,8 @@ fn server_killed_with_sigkill_loses_nothing_answered() {
 /// namespaces"). Needs root and iproute2; skipped, saying so, without them.
 #[test]
 fn server_killed_across_network_namespaces_loses_nothing_answered() {
-    let ns = match NetNs::create() {
-        Ok(ns) => ns,
-        Err(NetNsError::Unavailable(why)) => {
-            eprintln!("skipped: {why}");
-            return;
-        }
-        Err(e) => panic!("{e}"),
+    let Some(ns) = NetNs::or_skip() else {
+        return;
     };
     let net = Net::Namespace(&ns, Duration::from_micros(50));
     for (mode, after) in kill_points(0x5151_7a7a_0f0f_3c3c, 4, 500, 700) {
