@@ -47,8 +47,8 @@ pub struct NetNs {
     inner: Ipv4Addr,
 }
 
-/// Runs `ip ARGS`; its error output on failure.
-fn ip(args: &[&str]) -> Result<(), NetNsError> {
+/// Runs `ip ARGS`: its output, or its error output on failure.
+fn ip(args: &[&str]) -> Result<String, NetNsError> {
     let out = Command::new("ip")
         .args(args)
         .stdin(Stdio::null())
@@ -58,7 +58,7 @@ fn ip(args: &[&str]) -> Result<(), NetNsError> {
             msg: e.to_string(),
         })?;
     if out.status.success() {
-        Ok(())
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
         Err(NetNsError::Ip {
             cmd: args.join(" "),
@@ -71,16 +71,9 @@ fn ip(args: &[&str]) -> Result<(), NetNsError> {
 /// them from the `start`-th (modulo their number) on.
 fn free_subnet(start: u32) -> Result<u32, NetNsError> {
     const NETS: u32 = 1 << 14;
-    let out = Command::new("ip")
-        .args(["-4", "route", "show", "root", "198.18.0.0/16"])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| NetNsError::Ip {
-            cmd: "-4 route show root 198.18.0.0/16".into(),
-            msg: e.to_string(),
-        })?;
+    let routes = ip(&["-4", "route", "show", "root", "198.18.0.0/16"])?;
     // Each line starts with the destination: `198.18.X.Y/30 dev ...`.
-    let used: Vec<u32> = String::from_utf8_lossy(&out.stdout)
+    let used: Vec<u32> = routes
         .lines()
         .filter_map(|l| l.split_whitespace().next())
         .filter_map(|d| d.split('/').next()?.parse::<Ipv4Addr>().ok())
