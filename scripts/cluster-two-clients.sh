@@ -14,6 +14,12 @@ need "$MNEMOFS" "cargo build --release"
 WORK=$(mktemp -d "$SCRATCH/mnemofs-2c.XXXXXX")
 IMG=$WORK/vol.img A=/tmp/mnemofs-2c-a B=/tmp/mnemofs-2c-b
 MDS= NS= H=
+# Deletes the namespace (its end of the pair goes with it) and the host end.
+netns_down() {
+  if [[ -n $NS ]]; then ip netns del "$NS" 2>/dev/null || true; fi
+  if [[ -n $H ]]; then ip link del "$H" 2>/dev/null || true; fi
+  NS= H=
+}
 finish2() {
   unmount "$A" || true
   unmount "$B" || true
@@ -27,12 +33,6 @@ mkdir -p "$A" "$B"
 "$MNEMOFS" mkfs "$IMG" --size 512M
 port=$((20000 + RANDOM % 20000))
 SRV=127.0.0.1 RUN=()
-# Deletes the namespace (its end of the pair goes with it) and the host end.
-netns_down() {
-  if [[ -n $NS ]]; then ip netns del "$NS" 2>/dev/null || true; fi
-  if [[ -n $H ]]; then ip link del "$H" 2>/dev/null || true; fi
-  NS= H=
-}
 # The server's namespace and a veth pair to it, on a /30 of 198.19.0.0/16 (the
 # RFC 2544 benchmark range; the Rust tests use 198.18.0.0/16) with no route yet,
 # from the pid on; sets SRV and RUN. Fails, leaving nothing behind, if any step does.
