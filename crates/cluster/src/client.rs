@@ -145,7 +145,7 @@ pub(crate) struct FileCache {
     /// Signalled when a batch of this file is answered.
     pub done: Condvar,
     /// This client's opens of the file, and the server pins that keep it for them.
-    opens: Mutex<HeldOpens>,
+    opens: Mutex<FileOpens>,
     /// Signalled when a recall's answer that told the server of opens is answered.
     opens_told: Condvar,
 }
@@ -153,7 +153,7 @@ pub(crate) struct FileCache {
 /// The kernel's references to an inode this client told the server of
 /// (`Remember`): those of the session now, pinned there, and those of an ended
 /// session (whose pins went with it). A `Forget` takes the ended ones first, as a
-/// release takes an ended session's opens first (see `HeldOpens`): it cannot tell
+/// release takes an ended session's opens first (see `FileOpens`): it cannot tell
 /// which references it ends.
 #[derive(Default, Clone, Copy)]
 struct Remembered {
@@ -199,7 +199,7 @@ enum Claim {
 /// in its session): a pin of the session now is dropped only once no open older
 /// than it is left, and every open still made stays covered.
 #[derive(Default)]
-struct HeldOpens {
+struct FileOpens {
     /// Made under session `session`'s layout, not told to the server.
     held: u32,
     /// In a recall's answer on its way: pins of the session once it is answered.
@@ -219,7 +219,7 @@ struct HeldOpens {
     stale: u32,
 }
 
-impl HeldOpens {
+impl FileOpens {
     /// Counts the opens of any session but `now` (whose pins went with it, and
     /// whose held opens no recall of `now` will tell) as stale.
     fn at(&mut self, now: u64) {
@@ -779,7 +779,7 @@ impl Inner {
     /// Records `n` opens of `ino` pinned by the server in session `s`.
     fn pinned(self: &Arc<Self>, ino: Ino, s: u64, n: u32) {
         let fc = self.file(ino);
-        // The session read under the lock, as every user of `HeldOpens` reads it:
+        // The session read under the lock, as every user of `FileOpens` reads it:
         // a session that changed is seen by all of them in one order.
         let mut o = fc.opens.lock();
         let now = self.session_client();
@@ -1025,7 +1025,7 @@ impl Inner {
         }
     }
 
-    /// Drops the file's commit pin (see `HeldOpens::commit_pin`) if it has one and
+    /// Drops the file's commit pin (see `FileOpens::commit_pin`) if it has one and
     /// no commit of it waits any more; with the next compound commit, once the
     /// recall's answer that told of it is answered.
     pub(crate) fn drop_commit_pin(self: &Arc<Self>, fc: &FileCache, ino: Ino) {
@@ -2011,7 +2011,7 @@ impl FileSystem for Client {
         // file without opening it): else a later open would take it for its own,
         // and hold nothing. Else an open of an ended session, then one made
         // without a call, go without one; else the pin of one of the session now
-        // (see `HeldOpens`), once a recall's answer that told of opens is
+        // (see `FileOpens`), once a recall's answer that told of opens is
         // answered.
         enum Give {
             No,
