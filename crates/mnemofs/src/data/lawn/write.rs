@@ -112,6 +112,9 @@ impl Lawn {
                     pm.write_nt(BlockNo(block).at(lo), buf);
                 }
                 let gone = z.detach(ino, pg, r.desc.first);
+                // `finish` frees the run's slots after both fences: its bitmap word
+                // (a random one) arrives meanwhile.
+                z.prefetch_used(r.slot);
                 z.file_writes += 1;
                 drop(z);
                 debug_assert_eq!(gone, Some(r));

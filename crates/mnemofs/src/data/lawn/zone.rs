@@ -561,6 +561,16 @@ impl SubZone {
         None
     }
 
+    /// Starts fetching, for writing, the bitmap word of global slot `slot` (one of
+    /// this sub-zone's): a writer that frees a run only after its fences calls this
+    /// before them, so that the release finds the word in the cache.
+    #[inline]
+    pub fn prefetch_used(&self, slot: u64) {
+        if let Some(w) = self.used.get((self.ids.rel_of(slot) / 64) as usize) {
+            crate::index::prefetch_write(w);
+        }
+    }
+
     /// Returns reserved or described slots (`n <= 64`) to the free pool.
     pub fn release(&mut self, slot: u64, n: u64) {
         let rel = self.ids.rel_of(slot);
