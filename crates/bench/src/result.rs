@@ -64,6 +64,10 @@ pub struct BenchResult {
     /// write channel (ns, all threads; not in `pm_modeled_delay_ns`).
     pub pm_modeled_queue_ns: u64,
     pub pm_modeled_queue_per_op_ns: f64,
+    /// What each modeled busy-wait is shortened by, its own measured average
+    /// overshoot (ns; `pm::SpinClock::spin_excess_ns`, docs/BENCHMARKS.md "PM latency
+    /// profiles").
+    pub spin_excess_ns: u64,
     pub image: String,
     pub image_size: u64,
     /// Where the image lived: `private tmpfs huge=within_size` (or `huge=never`),

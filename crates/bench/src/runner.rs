@@ -778,6 +778,7 @@ pub fn measure_observed<E: FileSystem + 'static>(
         pm_modeled_delay_per_op_ns: per_op(c.modeled_delay_ns),
         pm_modeled_queue_ns: c.modeled_queue_ns,
         pm_modeled_queue_per_op_ns: per_op(c.modeled_queue_ns),
+        spin_excess_ns: pm::SpinClock::get().spin_excess_ns(),
         image: image.to_string(),
         image_size,
         map_mode: info.map_mode.clone(),

@@ -434,14 +434,22 @@ pub fn run(a: &BenchArgs) -> CliResult<i32> {
         emit(result::table(std::slice::from_ref(&r)).trim_end());
         emit(&format!(
             "{:.2} s measured, {} user bytes written, {} PM bytes written, {} flushes, {} \
-             fences, {:.0} ns/op modeled PM cost ({})",
+             fences, {:.0} ns/op modeled PM cost ({}{})",
             r.duration_s,
             r.user_bytes_written,
             r.pm_bytes_written,
             r.flushes,
             r.fences,
             r.pm_modeled_delay_per_op_ns,
-            r.pm_profile
+            r.pm_profile,
+            if r.pm_profile == "dram" {
+                String::new()
+            } else {
+                format!(
+                    "; each busy-wait shortened by its measured overshoot, {} ns",
+                    r.spin_excess_ns
+                )
+            }
         ));
         emit(&format!(
             "image: {}, mapping: {}, {}",

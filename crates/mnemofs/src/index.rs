@@ -409,22 +409,6 @@ pub(crate) fn prefetch_addr(a: usize) {
     let _ = a;
 }
 
-/// Prefetches the cache line holding `*p` with intent to write (PREFETCHW): a store
-/// to it later finds the line owned, so it does not hold up the next locked
-/// instruction or fence while the line is fetched.
-#[inline]
-pub(crate) fn prefetch_write<T>(p: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint only: it neither faults nor changes memory.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_ET0 }>(
-            p as *const T as *const i8,
-        )
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -561,13 +561,15 @@ impl SubZone {
         None
     }
 
-    /// Starts fetching, for writing, the bitmap word of global slot `slot` (one of
-    /// this sub-zone's): a writer that frees a run only after its fences calls this
-    /// before them, so that the release finds the word in the cache.
+    /// Starts loading the bitmap word of global slot `slot` (one of this
+    /// sub-zone's) into the CPU cache: a writer that frees a run only after its
+    /// fences calls this before them, so that the release finds the word there (a
+    /// read prefetch: a line no other core holds arrives exclusive, ready for the
+    /// release's store).
     #[inline]
     pub fn prefetch_used(&self, slot: u64) {
         if let Some(w) = self.used.get((self.ids.rel_of(slot) / 64) as usize) {
-            crate::index::prefetch_write(w);
+            crate::index::prefetch(w);
         }
     }
 
