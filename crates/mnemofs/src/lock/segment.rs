@@ -9,13 +9,21 @@
 //! [WRITER][WAITING][ readers ]
 //! ```
 //! - `WRITER`: a writer holds the segment. Writers take it by CAS from "no writer, no
-//!   readers" (`WAITING` may be set) to exactly `WRITER`, which also clears `WAITING`;
-//!   they release it by clearing `WRITER` alone (a `WAITING` raised meanwhile by
-//!   another writer stays).
-//! - `WAITING`: a writer that failed [`Word::PATIENCE`] times raises it; new readers
-//!   then back off, so the readers inside drain and the writer gets in: a stream of
-//!   readers cannot starve a writer (pNOVA's word had no such bit). The bit is cleared
-//!   only by a writer's acquiring CAS; a writer that still waits raises it again.
+//!   readers" (`WAITING` may be set) to exactly `WRITER`, which also clears `WAITING`.
+//!   Nobody else changes a word while a writer holds it (readers and the `WAITING`
+//!   raise below both need `WRITER` clear), so a held word is exactly `WRITER`, and
+//!   the holder releases it with a plain store of 0, not a locked instruction. (A
+//!   locked instruction waits for every store before it to drain: right after a
+//!   write's last fence, that was the write's non-temporal stores reaching memory,
+//!   which the plain store lets overlap with what follows. It is still ordered after
+//!   them, as every store is after an `sfence`.)
+//! - `WAITING`: a writer that failed [`Word::PATIENCE`] times raises it while readers
+//!   hold the segment (by CAS, never while a writer holds it); new readers then back
+//!   off, so the readers inside drain and the writer gets in: a stream of readers
+//!   cannot starve a writer (pNOVA's word had no such bit). A writer waiting behind
+//!   another writer needs no bit: the holder's release lets it in unless a reader is
+//!   first, and then it raises the bit. The bit is cleared only by a writer's
+//!   acquiring CAS; a writer that still waits raises it again.
 //!   Hence *`WAITING` set implies some writer is waiting on this very segment*: the
 //!   last writer that raised it has not acquired since (acquiring would have cleared
 //!   it), and writers leave their wait loop only by acquiring.
@@ -171,8 +179,6 @@ pub(crate) trait Word {
     ) -> Result<u32, u32>;
     fn fetch_add(&self, v: u32, o: Ordering) -> u32;
     fn fetch_sub(&self, v: u32, o: Ordering) -> u32;
-    fn fetch_or(&self, v: u32, o: Ordering) -> u32;
-    fn fetch_and(&self, v: u32, o: Ordering) -> u32;
     /// Waits before the next attempt; `step` counts the attempts that failed so far.
     fn pause(step: u32);
 }
@@ -203,12 +209,6 @@ impl Word for AtomicU32 {
     }
     fn fetch_sub(&self, v: u32, o: Ordering) -> u32 {
         AtomicU32::fetch_sub(self, v, o)
-    }
-    fn fetch_or(&self, v: u32, o: Ordering) -> u32 {
-        AtomicU32::fetch_or(self, v, o)
-    }
-    fn fetch_and(&self, v: u32, o: Ordering) -> u32 {
-        AtomicU32::fetch_and(self, v, o)
     }
     fn pause(step: u32) {
         pause(step)
@@ -243,8 +243,17 @@ pub(crate) fn try_write<W: Word>(w: &W, failed: u32) -> bool {
             .compare_exchange_weak(v, WRITER, Ordering::Acquire, Ordering::Relaxed)
             .is_ok();
     }
-    if failed >= W::PATIENCE && v & WAITING == 0 {
-        w.fetch_or(WAITING, Ordering::Relaxed);
+    if failed >= W::PATIENCE {
+        // Only while readers (and no writer) hold the word: a writer's word must stay
+        // exactly WRITER (its release is a plain store). Retried only when a reader
+        // came or went meanwhile (or spuriously).
+        let mut v = v;
+        while v & (WRITER | WAITING) == 0 && v != 0 {
+            match w.compare_exchange_weak(v, v | WAITING, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(now) => v = now,
+            }
+        }
     }
     false
 }
@@ -255,9 +264,14 @@ pub(crate) fn unlock_read<W: Word>(w: &W) {
 }
 
 pub(crate) fn unlock_write<W: Word>(w: &W) {
-    // Keeps a WAITING raised by another writer while we held the segment.
-    let old = w.fetch_and(!WRITER, Ordering::Release);
-    debug_assert!(old & WRITER != 0, "segment write-unlocked without writer");
+    // The word is exactly WRITER while we hold it (nobody else changes a held
+    // word, see the module doc): a plain store releases it.
+    debug_assert_eq!(
+        w.load(Ordering::Relaxed),
+        WRITER,
+        "segment write-unlocked without writer, or changed while held"
+    );
+    w.store(0, Ordering::Release);
 }
 
 /// Takes segments `first..=last` of `word`, in ascending order.
@@ -533,12 +547,6 @@ pub(crate) mod model {
         fn fetch_sub(&self, v: u32, o: Ordering) -> u32 {
             self.0.fetch_sub(v, o)
         }
-        fn fetch_or(&self, v: u32, o: Ordering) -> u32 {
-            self.0.fetch_or(v, o)
-        }
-        fn fetch_and(&self, v: u32, o: Ordering) -> u32 {
-            self.0.fetch_and(v, o)
-        }
         /// A waiter hands the processor to the scheduler at every step.
         fn pause(_step: u32) {
             shuttle::thread::yield_now();
@@ -681,11 +689,19 @@ mod tests {
             WRITER,
             "acquiring clears WAITING"
         );
-        // A second writer waits meanwhile; the release keeps its WAITING.
+        // A second writer waits meanwhile: it leaves the held word as it is (the
+        // holder releases it with a plain store).
         assert!(!try_write(&w, <AtomicU32 as Word>::PATIENCE));
+        assert_eq!(w.load(Ordering::Relaxed), WRITER);
         unlock_write(&w);
-        assert_eq!(w.load(Ordering::Relaxed), WAITING);
+        assert_eq!(w.load(Ordering::Relaxed), 0);
+        // A reader gets in first; the patient writer then raises WAITING at once, and
+        // the next reader stays out.
+        assert!(try_read(&w));
+        assert!(!try_write(&w, <AtomicU32 as Word>::PATIENCE));
+        assert_eq!(w.load(Ordering::Relaxed), WAITING | 1);
         assert!(!try_read(&w));
+        unlock_read(&w);
         assert!((0..100).any(|_| try_write(&w, 0)));
         unlock_write(&w);
         assert!(try_read(&w));
