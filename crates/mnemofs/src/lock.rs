@@ -7,7 +7,7 @@
 //! - `inode` (NOVA's baseline): one reader-writer lock for the whole file;
 //! - `interval`: an augmented interval tree under one mutex ([`interval`]);
 //! - `segment`: one atomic word per segment ([`segment`]; a waiting writer keeps
-//!   new readers out), plus a phase-fair "big reader" lock with a reader counter per
+//!   new readers out once it has seen readers hold the segment), plus a phase-fair "big reader" lock with a reader counter per
 //!   thread (a leased slot) that only to-the-end requests take exclusively, and
 //!   writes from the first page to the end of file that span a few segments
 //!   ([`FileLock::write_within`]: a small file written whole takes one lock, not a

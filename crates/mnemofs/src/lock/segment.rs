@@ -22,8 +22,16 @@
 //!   off, so the readers inside drain and the writer gets in: a stream of readers
 //!   cannot starve a writer (pNOVA's word had no such bit). A writer waiting behind
 //!   another writer needs no bit: the holder's release lets it in unless a reader is
-//!   first, and then it raises the bit. The bit is cleared only by a writer's
+//!   first, and then it raises the bit. Raising it is a CAS that fails only when
+//!   another locker changed the word meanwhile, and a writer that finds the word free
+//!   on the way tries to take it instead: lock-free, not wait-free (the old
+//!   unconditional `fetch_or` always succeeded). The bit is cleared only by a writer's
 //!   acquiring CAS; a writer that still waits raises it again.
+//!
+//!   The plain-store release relies on every writer having fenced after its last
+//!   non-temporal store before it drops its guard: an `sfence` orders those stores
+//!   before the release, where a locked release would also have hidden a missing
+//!   fence.
 //!   Hence *`WAITING` set implies some writer is waiting on this very segment*: the
 //!   last writer that raised it has not acquired since (acquiring would have cleared
 //!   it), and writers leave their wait loop only by acquiring.
@@ -233,29 +241,32 @@ pub(crate) fn try_read<W: Word>(w: &W) -> bool {
 }
 
 /// One attempt to take `w` exclusively after `failed` failed ones: once patience ran
-/// out, raises `WAITING` so that new readers stay out until a writer got in.
+/// out, raises `WAITING` while readers hold it, so that new readers stay out until
+/// a writer got in. Lock-free: its CAS is retried only when another locker changed
+/// the word meanwhile (or spuriously), and a word found free on the way is tried.
 pub(crate) fn try_write<W: Word>(w: &W, failed: u32) -> bool {
-    let v = w.load(Ordering::Relaxed);
-    if v & !WAITING == 0 {
-        // No holder. A raised WAITING is ours or another waiting writer's: the CAS
-        // clears it, and a writer left waiting raises it again.
-        return w
-            .compare_exchange_weak(v, WRITER, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok();
-    }
-    if failed >= W::PATIENCE {
-        // Only while readers (and no writer) hold the word: a writer's word must stay
-        // exactly WRITER (its release is a plain store). Retried only when a reader
-        // came or went meanwhile (or spuriously).
-        let mut v = v;
-        while v & (WRITER | WAITING) == 0 && v != 0 {
-            match w.compare_exchange_weak(v, v | WAITING, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => break,
+    let mut v = w.load(Ordering::Relaxed);
+    loop {
+        if v & !WAITING == 0 {
+            // No holder. A raised WAITING is ours or another waiting writer's: the CAS
+            // clears it, and a writer left waiting raises it again.
+            match w.compare_exchange_weak(v, WRITER, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => return true,
                 Err(now) => v = now,
             }
+            continue;
+        }
+        // Held. By a writer, or with WAITING already up: nothing to do (a writer's
+        // word must stay exactly WRITER: its release is a plain store). By readers
+        // only, once patience ran out: raise WAITING.
+        if failed < W::PATIENCE || v & (WRITER | WAITING) != 0 {
+            return false;
+        }
+        match w.compare_exchange_weak(v, v | WAITING, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return false,
+            Err(now) => v = now,
         }
     }
-    false
 }
 
 pub(crate) fn unlock_read<W: Word>(w: &W) {
