@@ -27,16 +27,15 @@
 //!   on the way tries to take it instead: lock-free, not wait-free (the old
 //!   unconditional `fetch_or` always succeeded). The bit is cleared only by a writer's
 //!   acquiring CAS; a writer that still waits raises it again.
-//!
-//!   The plain-store release relies on every writer having fenced after its last
-//!   non-temporal store before it drops its guard: an `sfence` orders those stores
-//!   before the release, where a locked release would also have hidden a missing
-//!   fence.
 //!   Hence *`WAITING` set implies some writer is waiting on this very segment*: the
 //!   last writer that raised it has not acquired since (acquiring would have cleared
 //!   it), and writers leave their wait loop only by acquiring.
 //! - readers (30 bits): readers add one by CAS unless `WRITER` or `WAITING` is set,
 //!   and subtract one on release.
+//!
+//! The plain-store release relies on every writer having fenced after its last
+//! non-temporal store before it drops its guard: the `sfence` orders those stores
+//! before the release, where a locked release would also have hidden a missing fence.
 //!
 //! # Why ascending order cannot deadlock, `WAITING` included
 //!
