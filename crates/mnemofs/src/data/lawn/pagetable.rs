@@ -54,6 +54,21 @@ pub(crate) fn advise_huge(addr: usize, len: usize) {
     }
 }
 
+/// Types whose all-zero bytes are a valid value, equal to `V::default()`: the
+/// table's entries are allocated zeroed and faulted in as they are first written,
+/// not filled up front.
+///
+/// # Safety
+/// The all-zero bit pattern must be a valid value of the type, and its default.
+pub(crate) unsafe trait ZeroDefault: Default {}
+
+// SAFETY: 0 is a valid u32 and its default.
+unsafe impl ZeroDefault for u32 {}
+
+/// Entries moved from a table being drained per call of [`PageTable::entry`] or
+/// [`PageTable::remove`] (at least; a probe cluster is moved whole).
+const MOVE_STEP: usize = 32;
+
 /// One entry, cache-line aligned with the key first: the probe's first line holds
 /// the key and the start of the value.
 #[repr(C, align(64))]
@@ -62,25 +77,115 @@ struct Slot<V> {
     val: V,
 }
 
-pub(crate) struct PageTable<V> {
-    slots: Vec<Slot<V>>,
-    len: usize,
+/// `n` (a power of two, at least [`MIN_CAP`]) empty entries, zeroed by the
+/// allocator: fresh memory is not touched until an entry is written, so a doubling
+/// costs its page faults a few at a time, on the inserts that follow, instead of all
+/// at once in one write (72–130 ms for a 32 MiB table on fresh VM memory).
+fn zeroed_slots<V: ZeroDefault>(n: usize) -> Vec<Slot<V>> {
+    let layout = match std::alloc::Layout::array::<Slot<V>>(n) {
+        Ok(l) if l.size() > 0 => l,
+        _ => std::alloc::handle_alloc_error(std::alloc::Layout::new::<Slot<V>>()),
+    };
+    // SAFETY: the layout has a non-zero size.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) } as *mut Slot<V>;
+    if p.is_null() {
+        std::alloc::handle_alloc_error(layout);
+    }
+    // Every lookup lands at random in the table: 2 MiB pages save a TLB miss per
+    // write once it is large. Advised before the first touch.
+    advise_huge(p as usize, layout.size());
+    // SAFETY: `p` was allocated by the global allocator with the layout of `n`
+    // `Slot<V>`s (what `Vec` deallocates with for capacity `n`); all `n` are
+    // initialized: a zero key (`u64`) and a zero `V`, valid by `ZeroDefault`.
+    unsafe { Vec::from_raw_parts(p, n, n) }
 }
 
-impl<V: Default> PageTable<V> {
+/// `Ok(index)` of key `k` in `slots`, or `Err(index)` of the empty entry where its
+/// probe sequence ends (where it would be inserted). The table is never full (its
+/// load stays at most a half).
+fn find_or_vacant<V>(slots: &[Slot<V>], k: u64) -> Result<usize, usize> {
+    let mask = slots.len() - 1;
+    let mut i = home(k, mask);
+    loop {
+        let s = slots[i].key;
+        if s == k {
+            return Ok(i);
+        }
+        if s == 0 {
+            return Err(i);
+        }
+        i = (i + 1) & mask;
+    }
+}
+
+/// Removes the entry at `hole` from `slots` (linear probing): backward shift, each
+/// later entry of the cluster moves into the hole if its home does not lie
+/// cyclically in (hole, j]. Entries move only within their cluster.
+fn remove_at<V: Default>(slots: &mut [Slot<V>], mut hole: usize) -> V {
+    let out = std::mem::take(&mut slots[hole].val);
+    slots[hole].key = 0;
+    let mask = slots.len() - 1;
+    let mut j = hole;
+    loop {
+        j = (j + 1) & mask;
+        let k = slots[j].key;
+        if k == 0 {
+            break;
+        }
+        let h = home(k, mask);
+        let stays = if hole <= j {
+            hole < h && h <= j
+        } else {
+            hole < h || h <= j
+        };
+        if !stays {
+            slots.swap(hole, j);
+            hole = j;
+        }
+    }
+    out
+}
+
+/// The table a doubling replaced, drained into the new one cluster by cluster.
+/// Slots are visited once each, in index order from just after `end` (an empty
+/// slot) round to `end`; a visit moves the slot's entry to the new table. The
+/// drain stops only at an empty slot, so every cluster is moved whole: the
+/// entries still here sit in clusters no visit has touched, and a probe from any
+/// key's home never crosses into the visited (all empty) part before reaching the
+/// key. No entry is ever inserted here; a removal's backward shift stays inside
+/// its (unvisited) cluster.
+struct Draining<V> {
+    slots: Vec<Slot<V>>,
+    /// Entries still here.
+    len: usize,
+    /// Next slot to visit.
+    cursor: usize,
+    /// Slots not visited yet.
+    left: usize,
+}
+
+/// The sub-zone's page table: open addressing with linear probing, load at most a
+/// half. A doubling allocates the new table zeroed and moves the old one's entries
+/// over in steps ([`MOVE_STEP`] per insert or removal, whole clusters) rather than
+/// all at once; meanwhile a lookup probes the new table, then the old.
+pub(crate) struct PageTable<V> {
+    slots: Vec<Slot<V>>,
+    /// Entries in `slots`.
+    len: usize,
+    old: Option<Draining<V>>,
+}
+
+impl<V: ZeroDefault> PageTable<V> {
     pub fn new() -> Self {
         PageTable {
-            slots: (0..MIN_CAP)
-                .map(|_| Slot {
-                    key: 0,
-                    val: V::default(),
-                })
-                .collect(),
+            slots: zeroed_slots(MIN_CAP),
             len: 0,
+            old: None,
         }
     }
 
-    /// Where the entries lie and the index mask, for [`PageTable::entry_addr`].
+    /// Where the entries lie and the index mask, for [`PageTable::entry_addr`] (the
+    /// new table while an old one drains: most entries are there soon).
     pub fn hint(&self) -> (usize, usize) {
         (self.slots.as_ptr() as usize, self.mask())
     }
@@ -96,23 +201,30 @@ impl<V: Default> PageTable<V> {
         self.slots.len() - 1
     }
 
+    /// Entries in the table (both parts while one drains).
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.len
-    }
-
-    fn find(&self, k: u64) -> Option<usize> {
-        self.find_or_vacant(k).ok()
+        self.len + self.old.as_ref().map_or(0, |o| o.len)
     }
 
     pub fn get(&self, ino: Ino, pgoff: u64) -> Option<&V> {
-        let i = self.find(pack(ino, pgoff)?)?;
-        Some(&self.slots[i].val)
+        let k = pack(ino, pgoff)?;
+        if let Ok(i) = find_or_vacant(&self.slots, k) {
+            return Some(&self.slots[i].val);
+        }
+        let old = self.old.as_ref()?;
+        let i = find_or_vacant(&old.slots, k).ok()?;
+        Some(&old.slots[i].val)
     }
 
     pub fn get_mut(&mut self, ino: Ino, pgoff: u64) -> Option<&mut V> {
-        let i = self.find(pack(ino, pgoff)?)?;
-        Some(&mut self.slots[i].val)
+        let k = pack(ino, pgoff)?;
+        if let Ok(i) = find_or_vacant(&self.slots, k) {
+            return Some(&mut self.slots[i].val);
+        }
+        let old = self.old.as_mut()?;
+        let i = find_or_vacant(&old.slots, k).ok()?;
+        Some(&mut old.slots[i].val)
     }
 
     /// The value of a key, inserted as `V::default()` if absent; `None` if the key
@@ -123,17 +235,27 @@ impl<V: Default> PageTable<V> {
     }
 
     /// The value of a key and whether it was just inserted (as `V::default()`), with
-    /// one probe sequence when the table need not grow; `None` if the key cannot be
-    /// packed.
+    /// one probe sequence when the key is in the new table and no doubling is
+    /// needed; `None` if the key cannot be packed.
     pub fn entry(&mut self, ino: Ino, pgoff: u64) -> Option<(&mut V, bool)> {
         let k = pack(ino, pgoff)?;
-        let mut i = match self.find_or_vacant(k) {
+        self.drain(MOVE_STEP);
+        let mut i = match find_or_vacant(&self.slots, k) {
             Ok(i) => return Some((&mut self.slots[i].val, false)),
             Err(i) => i,
         };
-        if (self.len + 1) * 2 > self.slots.len() {
+        let in_old = (self.old.as_ref()).and_then(|o| find_or_vacant(&o.slots, k).ok());
+        if let Some(j) = in_old {
+            return self.old.as_mut().map(|o| (&mut o.slots[j].val, false));
+        }
+        let old_len = self.old.as_ref().map_or(0, |o| o.len);
+        if (self.len + old_len + 1) * 2 > self.slots.len() {
+            // (A drain is long over by now: it moves at least MOVE_STEP entries per
+            // insert, and the new table had room for as many inserts as the old
+            // held entries. Finished here all the same, so only one drains.)
+            self.drain(usize::MAX);
             self.grow();
-            i = match self.find_or_vacant(k) {
+            i = match find_or_vacant(&self.slots, k) {
                 Ok(i) | Err(i) => i,
             };
         }
@@ -145,73 +267,77 @@ impl<V: Default> PageTable<V> {
         Some((&mut self.slots[i].val, true))
     }
 
-    /// `Ok(index)` of key `k`, or `Err(index)` of the empty entry where its probe
-    /// sequence ends (where it would be inserted).
-    fn find_or_vacant(&self, k: u64) -> Result<usize, usize> {
-        let mask = self.mask();
-        let mut i = home(k, mask);
-        loop {
-            let s = self.slots[i].key;
-            if s == k {
-                return Ok(i);
-            }
-            if s == 0 {
-                return Err(i);
-            }
-            i = (i + 1) & mask;
-        }
+    /// Doubles the table: a fresh, zeroed one takes the inserts, the current one
+    /// starts to drain into it.
+    fn grow(&mut self) {
+        debug_assert!(self.old.is_none());
+        let n = self.slots.len() * 2;
+        let old = std::mem::replace(&mut self.slots, zeroed_slots(n));
+        // Start right after an empty slot (the load is at most a half: one exists).
+        let end = old.iter().position(|s| s.key == 0).unwrap_or(0);
+        let cap = old.len();
+        self.old = Some(Draining {
+            len: self.len,
+            cursor: (end + 1) & (cap - 1),
+            left: cap,
+            slots: old,
+        });
+        self.len = 0;
+        self.drain(MOVE_STEP);
     }
 
-    fn grow(&mut self) {
-        let n = self.slots.len() * 2;
-        let mut slots: Vec<Slot<V>> = Vec::with_capacity(n);
-        // Every lookup lands at random in the table: 2 MiB pages save a TLB miss
-        // per write once it is large. Advised before the first touch (the fill
-        // below), so the pages are huge from their first fault.
-        advise_huge(slots.as_ptr() as usize, n * std::mem::size_of::<Slot<V>>());
-        slots.extend((0..n).map(|_| Slot {
-            key: 0,
-            val: V::default(),
-        }));
-        let old = std::mem::replace(&mut self.slots, slots);
-        let mask = n - 1;
-        for s in old.into_iter().filter(|s| s.key != 0) {
-            let mut i = home(s.key, mask);
-            while self.slots[i].key != 0 {
-                i = (i + 1) & mask;
+    /// Moves at least `budget` entries (whole clusters) of the draining table to the
+    /// new one, or all that are left; drops it once empty.
+    fn drain(&mut self, budget: usize) {
+        let Some(old) = &mut self.old else {
+            return;
+        };
+        let mask = old.slots.len() - 1;
+        let mut moved = 0;
+        while old.left > 0 && old.len > 0 {
+            let i = old.cursor;
+            let k = old.slots[i].key;
+            if k == 0 {
+                if moved >= budget {
+                    break;
+                }
+            } else {
+                let val = std::mem::take(&mut old.slots[i].val);
+                old.slots[i].key = 0;
+                old.len -= 1;
+                let j = match find_or_vacant(&self.slots, k) {
+                    Ok(j) | Err(j) => j,
+                };
+                debug_assert_eq!(self.slots[j].key, 0, "a key in both tables");
+                self.slots[j] = Slot { key: k, val };
+                self.len += 1;
+                moved += 1;
             }
-            self.slots[i] = s;
+            old.cursor = (i + 1) & mask;
+            old.left -= 1;
+        }
+        if old.len == 0 {
+            self.old = None;
         }
     }
 
     /// Removes a key; returns its value.
     pub fn remove(&mut self, ino: Ino, pgoff: u64) -> Option<V> {
-        let mut hole = self.find(pack(ino, pgoff)?)?;
-        let out = std::mem::take(&mut self.slots[hole].val);
-        self.slots[hole].key = 0;
-        self.len -= 1;
-        // Backward shift: move each later entry of the cluster into the hole if its
-        // home does not lie cyclically in (hole, j].
-        let mask = self.mask();
-        let mut j = hole;
-        loop {
-            j = (j + 1) & mask;
-            let k = self.slots[j].key;
-            if k == 0 {
-                break;
+        let k = pack(ino, pgoff)?;
+        let out = match find_or_vacant(&self.slots, k) {
+            Ok(i) => {
+                self.len -= 1;
+                Some(remove_at(&mut self.slots, i))
             }
-            let h = home(k, mask);
-            let stays = if hole <= j {
-                hole < h && h <= j
-            } else {
-                hole < h || h <= j
-            };
-            if !stays {
-                self.slots.swap(hole, j);
-                hole = j;
+            Err(_) => {
+                let old = self.old.as_mut()?;
+                let i = find_or_vacant(&old.slots, k).ok()?;
+                old.len -= 1;
+                Some(remove_at(&mut old.slots, i))
             }
-        }
-        Some(out)
+        };
+        self.drain(MOVE_STEP);
+        out
     }
 
     #[cfg(test)]
@@ -220,8 +346,10 @@ impl<V: Default> PageTable<V> {
     }
 
     pub fn keys(&self) -> impl Iterator<Item = (Ino, u64)> + '_ {
+        let old = self.old.as_ref().map_or(&[][..], |o| &o.slots[..]);
         self.slots
             .iter()
+            .chain(old)
             .filter(|s| s.key != 0)
             .map(|s| unpack(s.key))
     }
@@ -258,9 +386,14 @@ mod tests {
         let mut pg = 1u64;
         for _ in 0..100_000 {
             // Page numbers scattered over a 1 GiB file, as random writes touch them.
-            pg = (pg * 6364136223846793005 + 1442695040888963407) % (1 << 18);
+            pg = pg
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407)
+                % (1 << 18);
             *t.get_or_default(7, pg).unwrap() = 1;
         }
+        t.drain(usize::MAX);
+        assert!(t.old.is_none());
         let mask = t.mask();
         let (mut far, mut n) = (0usize, 0usize);
         for (i, s) in t.slots.iter().enumerate() {
@@ -271,6 +404,44 @@ mod tests {
         }
         let mean = far as f64 / n as f64;
         assert!(mean < 0.75, "mean distance from home {mean:.2} entries");
+    }
+
+    #[test]
+    fn a_doubling_drains_in_steps_and_every_key_stays_reachable() {
+        let mut t: PageTable<u32> = PageTable::new();
+        let mut m: HashMap<(u64, u64), u32> = HashMap::new();
+        let mut saw_drain = 0;
+        let mut x = 12345u64;
+        for n in 0..20_000u32 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let (ino, pg) = (1 + (x >> 60), (x >> 20) % 3000);
+            if x.is_multiple_of(3) {
+                assert_eq!(t.remove(ino, pg), m.remove(&(ino, pg)));
+            } else {
+                *t.get_or_default(ino, pg).unwrap() = n;
+                m.insert((ino, pg), n);
+            }
+            if let Some(old) = &t.old {
+                saw_drain += 1;
+                // Entries still in the old table are found there, and nowhere else.
+                for (i, s) in old.slots.iter().enumerate() {
+                    if s.key != 0 {
+                        let (ino, pg) = unpack(s.key);
+                        assert_eq!(t.get(ino, pg), Some(&old.slots[i].val));
+                        assert!(find_or_vacant(&t.slots, s.key).is_err());
+                    }
+                }
+            }
+            assert_eq!(t.len(), m.len());
+        }
+        // Doublings happened, and each drained over several calls.
+        assert!(saw_drain > 20, "{saw_drain}");
+        for (&(ino, pg), v) in &m {
+            assert_eq!(t.get(ino, pg), Some(v));
+        }
+        assert_eq!(t.keys().count(), m.len());
     }
 
     proptest! {

@@ -66,6 +66,10 @@ struct PageRuns {
     spill: Option<Box<[u32; 64]>>,
 }
 
+// SAFETY: all zero is a valid `PageRuns` and its default: integers and integer
+// arrays, and an `Option<Box<_>>`, whose `None` is the null pointer (guaranteed).
+unsafe impl super::pagetable::ZeroDefault for PageRuns {}
+
 // The entry (8-byte key + value) must stay within two cache lines.
 const _: () = assert!(std::mem::size_of::<PageRuns>() <= 120);
 
