@@ -955,6 +955,15 @@ fn live<'a>(pages: &'a PageTable<PageRuns>, e: &LruEntry) -> Option<&'a PageRuns
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn all_zero_page_runs_are_the_default() {
+        // `ZeroDefault`'s promise: the page table hands out zero pages as entries.
+        // SAFETY: the claim under test; every field is an integer, an integer array
+        // or an `Option<Box<_>>` (null: `None`).
+        let z: PageRuns = unsafe { std::mem::zeroed() };
+        assert_eq!(format!("{z:?}"), format!("{:?}", PageRuns::default()));
+    }
     use proptest::prelude::*;
 
     fn desc(ino: u64, pgoff: u64, block: u64, first: u32, count: u32) -> Desc {
