@@ -2,7 +2,8 @@
 //! table ... (inode, offset) → slot"): open addressing with linear probing and the
 //! key stored inline with its value, so a lookup is one cache miss (a general map
 //! keeps its probe bytes apart from its entries: two). Deletion shifts later entries
-//! back (no tombstones).
+//! back (no tombstones). A doubling does not rehash at once: the old table drains
+//! into the new one a few clusters per insert or removal ([`Draining`]).
 //!
 //! Keys are `ino << 32 | pgoff` with `1 <= ino <= u32::MAX` and `pgoff <= u32::MAX`
 //! (what a descriptor can name); 0 marks an empty slot.
