@@ -955,6 +955,7 @@ fn live<'a>(pages: &'a PageTable<PageRuns>, e: &LruEntry) -> Option<&'a PageRuns
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn all_zero_page_runs_are_the_default() {
@@ -964,7 +965,6 @@ mod tests {
         let z: PageRuns = unsafe { std::mem::zeroed() };
         assert_eq!(format!("{z:?}"), format!("{:?}", PageRuns::default()));
     }
-    use proptest::prelude::*;
 
     fn desc(ino: u64, pgoff: u64, block: u64, first: u32, count: u32) -> Desc {
         Desc {
