@@ -78,12 +78,19 @@ struct Slot<V> {
     val: V,
 }
 
-/// `n` (a power of two, at least [`MIN_CAP`]) empty entries in their own anonymous
-/// mapping: zero pages the kernel faults in as entries are first written, so a
-/// doubling costs its page faults a few at a time, on the inserts that follow,
-/// instead of all at once in one write (76–101 ms for a 32 MiB table on memory this
-/// VM had not used lately). Mapped here rather than taken from the allocator, which
-/// may zero (and so touch) the memory itself, before the huge-page advice.
+/// Tables of at least this many bytes (2,048 entries) get a mapping of their own;
+/// smaller ones the allocator's zeroed memory. A mapping costs a system call each
+/// way and, at unmap, a TLB shootdown: for the two 8 KiB tables of every mount,
+/// 8–14 % of the crash explorer's time on LAWN images.
+const MAP_MIN: usize = 256 << 10;
+
+/// `n` (a power of two, at least [`MIN_CAP`]) empty entries. A large table is an
+/// anonymous mapping of its own: zero pages the kernel faults in as entries are
+/// first written, so a doubling costs its page faults a few at a time, on the
+/// inserts that follow, instead of all at once in one write (76–101 ms for a
+/// 32 MiB table on memory this VM had not used lately). Mapped rather than taken
+/// from the allocator, which may zero (and so touch) the memory itself, before the
+/// huge-page advice.
 struct Slots<V> {
     ptr: std::ptr::NonNull<Slot<V>>,
     n: usize,
@@ -97,10 +104,19 @@ unsafe impl<V: Sync> Sync for Slots<V> {}
 
 impl<V: ZeroDefault> Slots<V> {
     fn new(n: usize) -> Slots<V> {
-        let bytes = match n.checked_mul(std::mem::size_of::<Slot<V>>()) {
-            Some(b) if b > 0 && b <= isize::MAX as usize => b,
+        let layout = match std::alloc::Layout::array::<Slot<V>>(n) {
+            Ok(l) if l.size() > 0 => l,
             _ => panic!("LAWN page table of {n} entries: capacity overflow"),
         };
+        let bytes = layout.size();
+        if bytes < MAP_MIN {
+            // SAFETY: the layout has a non-zero size.
+            let p = unsafe { std::alloc::alloc_zeroed(layout) } as *mut Slot<V>;
+            return match std::ptr::NonNull::new(p) {
+                Some(ptr) => Slots { ptr, n },
+                None => std::alloc::handle_alloc_error(layout),
+            };
+        }
         // SAFETY: a fresh private anonymous mapping; it aliases nothing.
         let p = unsafe {
             libc::mmap(
@@ -114,10 +130,7 @@ impl<V: ZeroDefault> Slots<V> {
         };
         let ptr = match std::ptr::NonNull::new(p as *mut Slot<V>) {
             Some(ptr) if p != libc::MAP_FAILED => ptr,
-            _ => std::alloc::handle_alloc_error(
-                std::alloc::Layout::from_size_align(bytes, 64)
-                    .unwrap_or(std::alloc::Layout::new::<Slot<V>>()),
-            ),
+            _ => std::alloc::handle_alloc_error(layout),
         };
         // Every lookup lands at random in the table: 2 MiB pages save a TLB miss per
         // write once it is large. Advised before the first touch.
@@ -127,18 +140,32 @@ impl<V: ZeroDefault> Slots<V> {
 }
 
 impl<V> Slots<V> {
-    fn bytes(&self) -> usize {
-        self.n * std::mem::size_of::<Slot<V>>()
+    /// Gives the memory back (allocator or mapping, as `new` took it), without
+    /// dropping any entry.
+    ///
+    /// # Safety
+    /// Called once, last; no reference into the entries outlives it.
+    unsafe fn release(&mut self) {
+        let Ok(layout) = std::alloc::Layout::array::<Slot<V>>(self.n) else {
+            return;
+        };
+        if layout.size() < MAP_MIN {
+            // SAFETY: allocated in `new` with this layout (the caller's promise
+            // covers the rest).
+            unsafe { std::alloc::dealloc(self.ptr.as_ptr() as *mut u8, layout) };
+        } else {
+            // SAFETY: the mapping `new` made, of this size.
+            unsafe { libc::munmap(self.ptr.as_ptr() as *mut libc::c_void, layout.size()) };
+        }
     }
 
-    /// Unmaps an empty table without visiting its entries: every empty entry holds
+    /// Frees an empty table without visiting its entries: every empty entry holds
     /// `V::default()`, which owns nothing (a drained table's `Drop` would otherwise
     /// read a line of every entry, under the sub-zone lock).
     fn free_empty(self) {
-        let me = std::mem::ManuallyDrop::new(self);
-        // SAFETY: the mapping is ours, of `bytes()` bytes, and no entry in it owns
-        // anything; `me` is never used again.
-        unsafe { libc::munmap(me.ptr.as_ptr() as *mut libc::c_void, me.bytes()) };
+        let mut me = std::mem::ManuallyDrop::new(self);
+        // SAFETY: no entry owns anything; `me` is never used again.
+        unsafe { me.release() };
     }
 }
 
@@ -166,9 +193,8 @@ impl<V> Drop for Slots<V> {
                 unsafe { std::ptr::drop_in_place(&mut s.val) };
             }
         }
-        // SAFETY: the mapping is ours, of `bytes()` bytes; no reference into it
-        // outlives `self`.
-        unsafe { libc::munmap(self.ptr.as_ptr() as *mut libc::c_void, self.bytes()) };
+        // SAFETY: once, last; no reference into the entries outlives `self`.
+        unsafe { self.release() };
     }
 }
 
