@@ -172,7 +172,7 @@ impl<V> Slots<V> {
 impl<V> std::ops::Deref for Slots<V> {
     type Target = [Slot<V>];
     fn deref(&self) -> &[Slot<V>] {
-        // SAFETY: `n` entries, mapped while `self` lives, all initialized: only
+        // SAFETY: `n` entries, held while `self` lives, all initialized: only
         // `Slots::new` makes one, for `V: ZeroDefault` (a zero entry is valid).
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.n) }
     }
