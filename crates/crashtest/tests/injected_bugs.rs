@@ -25,6 +25,7 @@ fn every_injected_bug_is_caught() {
         ("tail-not-max", Kind::Multi, 1),
         ("lawn-descriptor-before-data", Kind::Seq1, 0),
         ("lawn-descriptor-kept-on-reuse", Kind::Seq1, 7),
+        ("lawn-sum-unchecked", Kind::Seq1, 2),
     ];
     assert_eq!(
         cases.len(),

@@ -49,6 +49,9 @@ pub enum Bug {
     /// LAWN descriptors are not cleared before a page CoW frees their block for reuse
     /// (needs --small-write lawn).
     LawnDescriptorKeptOnReuse,
+    /// LAWN recovery takes a run without checking its slots against the descriptor's
+    /// sum (needs --small-write lawn).
+    LawnSumUnchecked,
 }
 
 /// Name, bug and what it does.
@@ -128,6 +131,13 @@ pub const ALL: &[(&str, Bug, &str)] = &[
         Bug::LawnDescriptorKeptOnReuse,
         "LAWN descriptors are not cleared before a page CoW frees their block for reuse \
          (needs --small-write lawn)",
+    ),
+    (
+        "lawn-sum-unchecked",
+        Bug::LawnSumUnchecked,
+        "LAWN recovery takes a run without checking its slots against its descriptor's sum, \
+         so a zone write cut before its one fence can surface half written (needs \
+         --small-write lawn)",
     ),
 ];
 

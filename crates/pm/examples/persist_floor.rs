@@ -11,7 +11,10 @@
 //!   going to a random place of the file (the slice goes back); `-clwb`: the 128 B
 //!   stored through the cache and written back with clwb instead; `-pf`: the
 //!   descriptor's line prefetched first; `-nt`: the descriptor stored non-temporally
-//!   (`movntdq`, no flush) instead, as mnemofs does.
+//!   (`movntdq`, no flush) instead, as mnemofs did on images before format version 7.
+//!   `lawn-zone-sum` (format version 7): the 128 B and the non-temporal descriptor,
+//!   one fence for both (the descriptor carries the slices' CRC-32, whose computation
+//!   is not a `pm` call and not in the floor).
 //! - `finelog`: 128 B data + 64 B header redo record flushed, fence, 128 B in place
 //!   flushed, fence, 8 B retire flushed, fence.
 //! - `overwrite-4k` (the floor of a 4 KiB random overwrite of a whole page, as page
@@ -101,6 +104,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "lawn-file-pf",
             "lawn-zone-nt",
             "lawn-file-nt",
+            "lawn-zone-sum",
             "finelog",
             "overwrite-4k",
             "read-4k",
@@ -229,6 +233,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                             unsafe { pm.store_u128(d, (i as u128) << 64 | 1) };
                             pm.flush(d, 16);
                         }
+                        pm.fence();
+                    }
+                    "lawn-zone-sum" => {
+                        let slot = r % (48 * MIB / 128);
+                        let d = desc + (slot * 2 % (8 * MIB / 16)) * 16;
+                        // SAFETY: this program has one thread, and the image is its own (a fresh file).
+                        unsafe { pm.write_nt(zone + slot * 128, &data) };
+                        // SAFETY: this program has one thread, and the image is its own (a fresh file).
+                        unsafe { pm.store_u128_nt(d, (i as u128) << 64 | 1) };
+                        // Fence: the slices and the descriptor are durable together
+                        // (in either order: the sum tells a torn pair apart).
                         pm.fence();
                     }
                     "overwrite-4k" => {

@@ -840,6 +840,9 @@ fn lawn(img: &mut [u8], m: &Map, rng: &mut StdRng) -> Option<String> {
         w1 = blk & ((1 << 40) - 1);
         w1 |= (rng.random_range(0..64u64)) << 40 | (rng.random_range(0..64u64)) << 46;
     }
+    // Word 0's upper half: the page (format versions 3-6) or the CRC-32 of the
+    // run's slot bytes (version 7, docs/FORMAT.md §2.9).
+    let upper = if g.lawn_sums { "sum" } else { "pgoff" };
     let what = match rng.random_range(0..6) {
         0 => {
             w0 = (w0 & !0xffff_ffff) | (special(rng, m, 1) & 0xffff_ffff);
@@ -847,7 +850,7 @@ fn lawn(img: &mut [u8], m: &Map, rng: &mut StdRng) -> Option<String> {
         }
         1 => {
             w0 = (w0 & 0xffff_ffff) | (special(rng, m, 0) << 32);
-            "pgoff"
+            upper
         }
         2 => {
             w1 = (w1 & !((1 << 40) - 1)) | (special(rng, m, 0) & ((1 << 40) - 1));
@@ -864,11 +867,23 @@ fn lawn(img: &mut [u8], m: &Map, rng: &mut StdRng) -> Option<String> {
         _ => "all fields",
     };
     let low = w1 & ((1 << 52) - 1);
+    // Sum format: half the time the sum is made to match the slots the descriptor
+    // now names, so that recovery goes past that check to the fields.
+    let mut resummed = "";
+    if g.lawn_sums && what != "sum" && rng.random_range(0..2) == 0 {
+        let count = ((low >> 46) & 63) + 1;
+        let a = g.slot_off(slot).get() as usize;
+        let n = (count * g.slot_size as u64) as usize;
+        if let Some(bytes) = a.checked_add(n).and_then(|e| img.get(a..e)) {
+            w0 = (w0 & 0xffff_ffff) | ((format::crc(bytes) as u64) << 32);
+            resummed = ", sum recomputed";
+        }
+    }
     w1 = low | (desc_check(w0, low) << 52);
     format::put_u64(img, o, w0);
     format::put_u64(img, o + 8, w1);
     Some(format!(
-        "LAWN descriptor {slot} {what}: ({old0:#x},{old1:#x}) -> ({w0:#x},{w1:#x}) (check recomputed)"
+        "LAWN descriptor {slot} {what}: ({old0:#x},{old1:#x}) -> ({w0:#x},{w1:#x}) (check recomputed{resummed})"
     ))
 }
 

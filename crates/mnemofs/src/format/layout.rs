@@ -73,6 +73,10 @@ pub struct Geometry {
     /// `i`'s slots are the inode numbers after those of devices `0..i`. From the
     /// device table (format version 6; docs/FORMAT.md §2.10).
     pub dev_inodes: [u64; MAX_DEVICES],
+    /// LAWN descriptors carry a CRC-32 of their slots' bytes in place of the page
+    /// number (format version 7, docs/FORMAT.md §2.9): a zone write commits with
+    /// one fence. False for images of versions 3 to 6 (the page number, two fences).
+    pub lawn_sums: bool,
 }
 
 impl Geometry {
@@ -201,6 +205,7 @@ impl Geometry {
             devices: 1,
             dev_blocks: one_device(total_blocks),
             dev_inodes: [0; MAX_DEVICES],
+            lawn_sums: true,
         })
     }
 

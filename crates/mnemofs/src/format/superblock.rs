@@ -34,13 +34,19 @@ use super::zone::{
 /// mix instead of a CRC-32; 4: the LAWN chunk table, by which sub-zones grow; 5: the
 /// volume's devices — their count here, the device table beside the superblock and a
 /// header on each device, docs/FORMAT.md §2.10; 6: an inode table at the start of
-/// each device after the first, its slots in the device table's entry).
+/// each device after the first, its slots in the device table's entry; 7: LAWN
+/// descriptors carry a CRC-32 of their slots' bytes in place of the page number).
 /// Version 3 and 4 images are still read as one device; version 3 images have no
 /// chunk table (`zone_chunks` 0) and their zone does not grow; version 5 images keep
 /// every inode on device 0 (their device table's inode fields are zero), and this
 /// build still writes 5 for a volume whose later devices have no inode table (one
-/// device, always).
-pub const VERSION: u32 = 6;
+/// device, always). Version 3 to 6 images keep their descriptors as they were
+/// (`Geometry::lawn_sums` false); this build writes 7 for every new image.
+pub const VERSION: u32 = 7;
+/// The first format version whose LAWN descriptors carry their slots' CRC-32.
+pub const VERSION_LAWN_SUMS: u32 = 7;
+/// The first format version with inode tables on later devices.
+pub const VERSION_DEV_INODES: u32 = 6;
 /// The first format version that names its devices.
 pub const VERSION_DEVICES: u32 = 5;
 /// The oldest format version this build reads.
@@ -111,11 +117,13 @@ impl Geometry {
     pub fn encode(&self) -> [u8; SB_SIZE] {
         let mut b = [0u8; SB_SIZE];
         b[SB_MAGIC_OFF..SB_MAGIC_OFF + 8].copy_from_slice(&MAGIC);
-        // Version 6 only when a later device has an inode table (what an older
-        // build would not see); otherwise the image is what version 5 describes, and
-        // says so.
-        let version = if self.dev_inodes.iter().any(|&n| n != 0) {
-            VERSION
+        // Version 7 when the LAWN descriptors carry sums (every image this build
+        // makes); else version 6 only when a later device has an inode table (what
+        // an older build would not see), otherwise what version 5 describes.
+        let version = if self.lawn_sums {
+            VERSION_LAWN_SUMS
+        } else if self.dev_inodes.iter().any(|&n| n != 0) {
+            VERSION_DEV_INODES
         } else {
             VERSION_DEVICES
         };
@@ -327,6 +335,7 @@ impl Geometry {
             devices,
             dev_blocks: one_device(if devices == 1 { total_blocks } else { 0 }),
             dev_inodes: [0; MAX_DEVICES],
+            lawn_sums: version >= VERSION_LAWN_SUMS,
         };
         Ok(g)
     }
@@ -371,7 +380,7 @@ mod tests {
         let b = g.encode();
         // The table of docs/FORMAT.md §2.1, with literal offsets.
         assert_eq!(&b[0..8], b"MNEMOFS\0");
-        assert_eq!(get_u32(&b, 8), 5);
+        assert_eq!(get_u32(&b, 8), 7);
         assert_eq!(get_u32(&b, 12), 4096);
         assert_eq!(get_u64(&b, 16), g.total_blocks);
         assert_eq!(get_u32(&b, 24), 4);
@@ -401,6 +410,18 @@ mod tests {
         let c = crc(&r[..120]);
         put_u32(&mut r, 120, c);
         assert!(Geometry::decode(&r, 1 << 30).is_err());
+        // Version 7 has sum-format LAWN descriptors; versions 5 and 6 the page format,
+        // and re-encode as they were.
+        assert!(Geometry::decode(&b, 1 << 30).unwrap().lawn_sums);
+        for v in [5, 6] {
+            let mut r = b;
+            put_u32(&mut r, 8, v);
+            let c = crc(&r[..120]);
+            put_u32(&mut r, 120, c);
+            let old = Geometry::decode(&r, 1 << 30).unwrap();
+            assert!(!old.lawn_sums);
+            assert_eq!(get_u32(&old.encode(), 8), 5);
+        }
         // A version-4 superblock is one device; one that names devices is refused.
         let mut r = b;
         put_u32(&mut r, 8, 4);

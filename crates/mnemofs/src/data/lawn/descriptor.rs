@@ -1,14 +1,26 @@
 //! LAWN descriptors: 16 bytes each, one per zone slot (docs/FORMAT.md, "LAWN zone").
 //!
-//! A descriptor at slot `s` says: the slices `first .. first + count` of page `pgoff`
-//! of inode `ino`, *as that page is stored in data block `block`*, are held in zone
-//! slots `s .. s + count`, and that copy is the newest. All zero means clear.
+//! A descriptor at slot `s` says: the slices `first .. first + count` of a page of
+//! inode `ino`, *as that page is stored in data block `block`*, are held in zone
+//! slots `s .. s + count`, and that copy is the newest. All zero means clear. Two
+//! formats ([`Format`]), by the image's format version:
 //!
 //! ```text
+//! sum (version 7):
+//! word 0 (bytes 0..8):  ino (bits 0..32) | sum (bits 32..64)
+//! page (versions 3-6):
 //! word 0 (bytes 0..8):  ino (bits 0..32) | pgoff (bits 32..64)
+//! both:
 //! word 1 (bytes 8..16): block (bits 0..40) | first (40..46) | count-1 (46..52)
 //!                       | check (52..64) = 1 + fmix64(word0 * K + word1 bits 0..52) % 4095
 //! ```
+//!
+//! `sum` is the CRC-32 of the run's `count` slots' bytes ([`sum`]). It makes a run
+//! whose slots did not all persist read as not written, so the slots and the
+//! descriptor are stored and made durable by one fence (a zone write's commit), where
+//! the page format needs a fence between them. The page a sum descriptor shadows is
+//! the one its inode maps to `block` (a data block is mapped by one page at most),
+//! found at recovery.
 //!
 //! Descriptors are set and cleared with one 16-byte store ([`store`]: non-temporal,
 //! or cached and written back, whichever is cheaper on the machine), and validity
@@ -35,7 +47,35 @@ pub fn store(pm: &Vol, kind: Store16, off: PmOff, v: u128) {
 /// Largest block number a descriptor can name.
 pub const MAX_BLOCK: u64 = (1 << 40) - 1;
 
-/// A decoded, valid descriptor.
+/// How an image's descriptors name the page they shadow (see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Versions 3 to 6: the page number; the slots are durable before the
+    /// descriptor is set (a fence between).
+    Page,
+    /// Version 7: the CRC-32 of the slots' bytes; one fence for both.
+    Sum,
+}
+
+impl Format {
+    /// The format of an image of geometry `geo`.
+    pub fn of(geo: &crate::format::Geometry) -> Format {
+        if geo.lawn_sums {
+            Format::Sum
+        } else {
+            Format::Page
+        }
+    }
+}
+
+/// The sum a descriptor of the sum format keeps of its run's slot bytes: CRC-32
+/// (ISO-HDLC, `crc32fast`, as every checksum of the format).
+#[inline]
+pub fn sum(bytes: &[u8]) -> u32 {
+    crc32fast::hash(bytes)
+}
+
+/// A run as the DRAM side knows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Desc {
     pub ino: u64,
@@ -47,11 +87,44 @@ pub struct Desc {
     pub count: u32,
 }
 
+/// A valid descriptor as stored: its page (page format) or the sum of its slots
+/// (sum format).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stored {
+    pub ino: u64,
+    pub key: Key,
+    pub block: u64,
+    pub first: u32,
+    pub count: u32,
+}
+
+/// What word 0 holds beside the inode number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Key {
+    /// The page number (page format).
+    Page(u64),
+    /// The CRC-32 of the run's slot bytes (sum format).
+    Sum(u32),
+}
+
+impl Stored {
+    /// The run, shadowing page `pgoff` of its inode.
+    pub fn at_page(&self, pgoff: u64) -> Desc {
+        Desc {
+            ino: self.ino,
+            pgoff,
+            block: self.block,
+            first: self.first,
+            count: self.count,
+        }
+    }
+}
+
 /// What 16 descriptor bytes say.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decoded {
     Clear,
-    Valid(Desc),
+    Valid(Stored),
     /// Not zero and not a valid descriptor: torn or corrupt.
     Invalid,
 }
@@ -89,10 +162,29 @@ impl Desc {
             && (1..=64).contains(&self.count)
     }
 
-    /// The 16 bytes as one little-endian `u128` (word 0 in the low half).
+    /// The 16 bytes in the page format as one little-endian `u128` (word 0 in the
+    /// low half).
     pub fn encode(&self) -> u128 {
+        self.encode_word0((self.ino & 0xffff_ffff) | (self.pgoff << 32))
+    }
+
+    /// The 16 bytes in the sum format, `sum` being [`sum`] of the run's slot bytes.
+    pub fn encode_sum(&self, sum: u32) -> u128 {
+        self.encode_word0((self.ino & 0xffff_ffff) | ((sum as u64) << 32))
+    }
+
+    /// The 16 bytes in `fmt`: the page format, or the sum format with `sum` (only
+    /// then computed).
+    #[inline]
+    pub fn encode_as(&self, fmt: Format, sum: impl FnOnce() -> u32) -> u128 {
+        match fmt {
+            Format::Page => self.encode(),
+            Format::Sum => self.encode_sum(sum()),
+        }
+    }
+
+    fn encode_word0(&self, w0: u64) -> u128 {
         debug_assert!(self.encodable());
-        let w0 = (self.ino & 0xffff_ffff) | (self.pgoff << 32);
         let low = (self.block & MAX_BLOCK)
             | ((self.first as u64 & 63) << 40)
             | (((self.count as u64 - 1) & 63) << 46);
@@ -101,8 +193,8 @@ impl Desc {
     }
 }
 
-/// Decodes 16 descriptor bytes.
-pub fn decode(v: u128) -> Decoded {
+/// Decodes 16 descriptor bytes of format `fmt`.
+pub fn decode(v: u128, fmt: Format) -> Decoded {
     if v == 0 {
         return Decoded::Clear;
     }
@@ -112,9 +204,12 @@ pub fn decode(v: u128) -> Decoded {
     if w1 >> 52 != check(w0, low) {
         return Decoded::Invalid;
     }
-    let d = Desc {
+    let d = Stored {
         ino: w0 & 0xffff_ffff,
-        pgoff: w0 >> 32,
+        key: match fmt {
+            Format::Page => Key::Page(w0 >> 32),
+            Format::Sum => Key::Sum((w0 >> 32) as u32),
+        },
         block: low & MAX_BLOCK,
         first: ((low >> 40) & 63) as u32,
         count: ((low >> 46) & 63) as u32 + 1,
@@ -139,18 +234,56 @@ mod tests {
         }
     }
 
+    fn stored(x: Desc, key: Key) -> Decoded {
+        Decoded::Valid(Stored {
+            ino: x.ino,
+            key,
+            block: x.block,
+            first: x.first,
+            count: x.count,
+        })
+    }
+
     #[test]
     fn roundtrip() {
         let x = d();
         assert!(x.encodable());
-        assert_eq!(decode(x.encode()), Decoded::Valid(x));
-        assert_eq!(decode(0), Decoded::Clear);
+        assert_eq!(
+            decode(x.encode(), Format::Page),
+            stored(x, Key::Page(x.pgoff))
+        );
+        assert_eq!(decode(0, Format::Page), Decoded::Clear);
+        assert_eq!(decode(0, Format::Sum), Decoded::Clear);
         let y = Desc {
             count: 1,
             first: 63,
             ..x
         };
-        assert_eq!(decode(y.encode()), Decoded::Valid(y));
+        assert_eq!(
+            decode(y.encode(), Format::Page),
+            stored(y, Key::Page(y.pgoff))
+        );
+        for s in [0, 1, 0xdead_beef, u32::MAX] {
+            assert_eq!(decode(y.encode_sum(s), Format::Sum), stored(y, Key::Sum(s)));
+            assert_eq!(
+                decode(y.encode_as(Format::Sum, || s), Format::Sum),
+                stored(y, Key::Sum(s))
+            );
+            if let Decoded::Valid(v) = decode(x.encode_sum(s), Format::Sum) {
+                assert_eq!(v.at_page(x.pgoff), x);
+            }
+        }
+        assert_eq!(y.encode_as(Format::Page, || unreachable!()), y.encode());
+    }
+
+    #[test]
+    fn the_sum_is_crc32_of_the_slot_bytes() {
+        // The check value of CRC-32/ISO-HDLC, and a change of one byte changes it.
+        assert_eq!(sum(b"123456789"), 0xcbf4_3926);
+        let mut b = [7u8; 128];
+        let a = sum(&b);
+        b[100] = 8;
+        assert_ne!(sum(&b), a);
     }
 
     #[test]
@@ -164,11 +297,19 @@ mod tests {
                 first: (ino % 60) as u32,
                 count: 1 + (ino % 4) as u32,
             };
-            let v = x.encode();
-            let lo = v & (u64::MAX as u128);
-            let hi = v & !(u64::MAX as u128);
-            assert_eq!(decode(lo), Decoded::Invalid);
-            assert_eq!(decode(hi), Decoded::Invalid);
+            for (v, fmt) in [
+                (x.encode(), Format::Page),
+                (x.encode_sum(0), Format::Sum),
+                (
+                    x.encode_sum((ino as u32).wrapping_mul(0x9e37_79b9)),
+                    Format::Sum,
+                ),
+            ] {
+                let lo = v & (u64::MAX as u128);
+                let hi = v & !(u64::MAX as u128);
+                assert_eq!(decode(lo, fmt), Decoded::Invalid);
+                assert_eq!(decode(hi, fmt), Decoded::Invalid);
+            }
         }
     }
 
@@ -225,14 +366,22 @@ mod tests {
 
     #[test]
     fn flipped_bits_are_detected() {
-        let v = d().encode();
-        let mut caught = 0;
-        for bit in 0..128 {
-            if decode(v ^ (1u128 << bit)) != Decoded::Valid(d()) {
-                caught += 1;
+        for (v, fmt, key) in [
+            (d().encode(), Format::Page, Key::Page(d().pgoff)),
+            (
+                d().encode_sum(0x1234_5678),
+                Format::Sum,
+                Key::Sum(0x1234_5678),
+            ),
+        ] {
+            let mut caught = 0;
+            for bit in 0..128 {
+                if decode(v ^ (1u128 << bit), fmt) != stored(d(), key) {
+                    caught += 1;
+                }
             }
+            assert_eq!(caught, 128);
         }
-        assert_eq!(caught, 128);
         assert!(!Desc { ino: 0, ..d() }.encodable());
         assert!(!Desc { count: 65, ..d() }.encodable());
     }

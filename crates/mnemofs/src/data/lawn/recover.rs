@@ -7,6 +7,14 @@
 //! name impossible slots, overlap another run, or shadow a block that now holds
 //! another page (a block reused while a descriptor still named it).
 //!
+//! On images of the sum format (version 7, `descriptor::Format::Sum`) a descriptor
+//! names no page: its page is the one its inode maps to the named block, found from
+//! the replayed page indexes of the inodes the table names. Such a run is kept only
+//! when its slots' bytes match its sum; otherwise the crash cut its zone write before
+//! the write's one fence (descriptor durable, a slot line not), the write never
+//! returned, and the run is cleared like a stale one (a state a correct engine
+//! leaves, so fsck does not report it).
+//!
 //! A mount in a mode other than LAWN (`keep` false) writes every valid, current run
 //! back to its page the same way and clears the table: LAWN state exists only in
 //! LAWN mounts, and no byte an earlier LAWN mount left in the zone is lost.
@@ -20,15 +28,24 @@
 #![deny(clippy::arithmetic_side_effects)]
 
 use super::chunks::ZoneMap;
-use super::descriptor::{decode, Decoded, Desc};
+use super::descriptor::{decode, Decoded, Desc, Format, Key, Stored};
 use super::zone::SubZone;
 use crate::addr::BlockNo;
+use crate::bugs::{self, Bug};
 use crate::format::{Geometry, BLOCK, DESC_SIZE};
 use crate::inode::InodeState;
 use crate::recovery::Mode;
 use crate::types::{FileKind, Ino};
 use crate::vol::Vol;
 use std::collections::HashMap;
+
+/// How a stored descriptor names its page, for messages.
+fn key_text(k: Key) -> String {
+    match k {
+        Key::Page(pg) => format!("page {pg}"),
+        Key::Sum(sum) => format!("slot sum {sum:#010x}"),
+    }
+}
 
 /// Scans the table; returns the sub-zones. Clears stale and bad descriptors when
 /// mounting; lists problems when checking. Without `keep`, a mount writes every run
@@ -83,9 +100,12 @@ pub(crate) fn scan(
         }
     };
     let mut clear: Vec<u64> = Vec::new();
-    let mut stale: Vec<(u64, Desc)> = Vec::new();
+    // Valid descriptors, in table order; resolved and placed after the scan.
+    let mut found: Vec<(u64, Stored)> = Vec::new();
+    let mut stale: Vec<(u64, Stored)> = Vec::new();
     let mut misplaced: Vec<(u64, Desc)> = Vec::new();
     let per_block = BLOCK / DESC_SIZE;
+    let fmt = Format::of(geo);
     let mut buf = vec![0u8; BLOCK as usize];
     // The table lies inside the image (`Geometry::decode`); it is read a block of
     // descriptors at a time.
@@ -107,7 +127,7 @@ pub(crate) fn scan(
             let mut w16 = [0u8; 16];
             w16.copy_from_slice(w);
             let v = u128::from_le_bytes(w16);
-            match decode(v) {
+            match decode(v, fmt) {
                 Decoded::Clear => {}
                 Decoded::Invalid => {
                     // One half zero: a set or clear torn between its 8-byte halves
@@ -120,42 +140,90 @@ pub(crate) fn scan(
                     }
                     clear.push(at);
                 }
-                Decoded::Valid(d) => {
-                    let (sub, fits) = place(at, d.count as u64);
-                    let shape_ok = geo.valid_ino(d.ino)
-                        && d.first.saturating_add(d.count) as u64 <= geo.slices_per_page()
-                        && fits;
-                    if !shape_ok {
-                        if mode == Mode::Fsck {
-                            problems.push(format!(
-                                "LAWN descriptor {at}: names slots or slices out of range \
-                                 (inode {}, page {}, slices {}+{})",
-                                d.ino, d.pgoff, d.first, d.count
-                            ));
-                        }
-                        clear.push(at);
-                        continue;
-                    }
-                    let current = states.get(&d.ino).is_some_and(|s| {
-                        s.kind == FileKind::Regular
-                            && s.pages.get(d.pgoff).map(|p| p.block) == Some(d.block)
-                    });
-                    if !current {
-                        stale.push((at, d));
-                        clear.push(at);
-                    } else if geo.lawn_sub(d.ino, d.pgoff) as usize != sub {
-                        misplaced.push((at, d));
-                        clear.push(at);
-                    } else if !subs[sub].insert(at, d, false) {
-                        if mode == Mode::Fsck {
-                            problems.push(format!(
-                                "LAWN descriptor {at}: its slots overlap another run"
-                            ));
-                        }
-                        clear.push(at);
-                    }
-                }
+                Decoded::Valid(d) => found.push((at, d)),
             }
+        }
+    }
+    // The pages that sum descriptors shadow: the page of each named inode that maps
+    // the named block (the first one, should a bad image map a block twice).
+    let mut pages_of: HashMap<Ino, HashMap<u64, Option<u64>>> = HashMap::new();
+    for (_, d) in &found {
+        if let Key::Sum(_) = d.key {
+            pages_of.entry(d.ino).or_default().insert(d.block, None);
+        }
+    }
+    for (ino, blocks) in pages_of.iter_mut() {
+        let Some(st) = states.get(ino).filter(|s| s.kind == FileKind::Regular) else {
+            continue;
+        };
+        for (pg, p) in st.pages.iter() {
+            if let Some(e @ None) = blocks.get_mut(&p.block) {
+                *e = Some(pg);
+            }
+        }
+    }
+    let s = geo.slot_size as u64;
+    let mut bytes = vec![0u8; BLOCK as usize];
+    for (at, d) in found {
+        let (sub, fits) = place(at, d.count as u64);
+        let shape_ok = geo.valid_ino(d.ino)
+            && d.first.saturating_add(d.count) as u64 <= geo.slices_per_page()
+            && fits;
+        if !shape_ok {
+            if mode == Mode::Fsck {
+                problems.push(format!(
+                    "LAWN descriptor {at}: names slots or slices out of range \
+                     (inode {}, {}, slices {}+{})",
+                    d.ino,
+                    key_text(d.key),
+                    d.first,
+                    d.count
+                ));
+            }
+            clear.push(at);
+            continue;
+        }
+        // The page whose current mapping is the named block, if any.
+        let page = match d.key {
+            Key::Page(pg) => states
+                .get(&d.ino)
+                .is_some_and(|s| {
+                    s.kind == FileKind::Regular && s.pages.get(pg).map(|p| p.block) == Some(d.block)
+                })
+                .then_some(pg),
+            Key::Sum(_) => pages_of
+                .get(&d.ino)
+                .and_then(|b| b.get(&d.block).copied().flatten()),
+        };
+        let Some(pg) = page else {
+            stale.push((at, d));
+            clear.push(at);
+            continue;
+        };
+        if let Key::Sum(want) = d.key {
+            // A run whose slots do not all hold what its sum says: a zone write the
+            // crash cut before its fence (the descriptor reached PM, a slot line
+            // did not). It never returned: read as not written.
+            // (`first + count` is at most the slices of a page, so the run's bytes
+            // fit one block.)
+            let b = &mut bytes[..(d.count as u64).saturating_mul(s) as usize];
+            pm.read(map.slot_off(at), b);
+            if !bugs::on(Bug::LawnSumUnchecked) && super::descriptor::sum(b) != want {
+                clear.push(at);
+                continue;
+            }
+        }
+        let d = d.at_page(pg);
+        if geo.lawn_sub(d.ino, d.pgoff) as usize != sub {
+            misplaced.push((at, d));
+            clear.push(at);
+        } else if !subs[sub].insert(at, d, false) {
+            if mode == Mode::Fsck {
+                problems.push(format!(
+                    "LAWN descriptor {at}: its slots overlap another run"
+                ));
+            }
+            clear.push(at);
         }
     }
     if mode == Mode::Fsck && !stale.is_empty() {
@@ -168,10 +236,12 @@ pub(crate) fn scan(
         for (at, d) in stale {
             if let Some(&(i, pg)) = owner.get(&d.block) {
                 problems.push(format!(
-                    "LAWN descriptor {at}: shadows block {} of inode {} page {}, but that \
+                    "LAWN descriptor {at}: shadows block {} of inode {} ({}), but that \
                      block now holds inode {i} page {pg} (a block was reused while a \
                      descriptor named it)",
-                    d.block, d.ino, d.pgoff
+                    d.block,
+                    d.ino,
+                    key_text(d.key)
                 ));
             }
         }

@@ -1,13 +1,15 @@
 //! The LAWN write (papers/lawn Algorithm 1): slices to fresh zone slots, or to the
 //! file in place when the zone holds the newest copy; one descriptor store is the
-//! commit point (see the module doc of `lawn`).
+//! commit point (see the module doc of `lawn`). On images whose descriptors carry
+//! the sum of their slots (format version 7), a zone write's slices and descriptor
+//! are made durable by one fence.
 
 use crate::addr::BlockNo;
 use crate::bugs::{self, Bug};
 use crate::format::BLOCK;
 use crate::inode::Inode;
 use crate::vol::Vol;
-use descriptor::Desc;
+use descriptor::{Desc, Format};
 use pm::Store16;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -199,6 +201,10 @@ impl Lawn {
                 } else {
                     pm.write_nt(soff, slice);
                 }
+                // The descriptor's bytes; the sum format's CRC of the slices is
+                // computed while their stores drain.
+                let fmt = Format::of(&core.geo);
+                let v = desc.encode_as(fmt, || descriptor::sum(slice));
                 if !core.may_hold.load(Ordering::Relaxed) {
                     core.may_hold.store(true, Ordering::Release);
                 }
@@ -213,13 +219,18 @@ impl Lawn {
                 z.zone_writes += 1;
                 core.hints[sub].publish(&z);
                 drop(z);
-                if !bugs::on(Bug::LawnDescriptorBeforeData) {
+                if fmt == Format::Page && !bugs::on(Bug::LawnDescriptorBeforeData) {
                     // Fence: the slice is durable in its slots before the descriptor
                     // that makes it the newest copy (Algorithm 1, line 4).
                     pm.fence();
                 }
+                // (Sum format: no fence between. The slots and the descriptor become
+                // durable at `finish`'s fence, in any order; a crash before it that
+                // leaves the descriptor durable and a slot line not leaves a run
+                // whose bytes do not match its sum, which recovery reads as never
+                // written: the write did not return.)
                 let d = core.map.desc_off(slot);
-                descriptor::store(pm, core.desc_store, d, desc.encode());
+                descriptor::store(pm, core.desc_store, d, v);
                 Some(Staged::Zone)
             }
         }
