@@ -8,7 +8,8 @@
 #      (fine-log seq-1 and LAWN random, default 25000), CRASH_TEAR_STATES (LAWN seq-1
 #      with torn 16-byte stores, per order, default 15000), CRASH_CPUS_STATES (each
 #      run on 2-CPU images, default 8000), CRASH_DEVICES_STATES (each sampled run on
-#      2-device volumes, default 8000).
+#      2-device volumes, default 8000), CRASH_PAGE_STATES (LAWN seq-1 on a version-6
+#      image, page-format descriptors, default 10000).
 # LAWN descriptors are stored one of two ways, whichever a mount measures cheaper
 # (--desc-store nt|cached in the explorer): the LAWN runs cover both. LAWN bugs
 # (lawn-*) run with --small-write lawn, once per way.
@@ -38,6 +39,10 @@ for order in low-first high-first; do
       --max-states "$(( ${CRASH_TEAR_STATES:-15000} * 2 / 3 ))"
   done
 done
+# Images of earlier builds (format version 6) keep page-format LAWN descriptors, and a
+# zone write fences its slots before its descriptor there: explore those too.
+run crashtest --workload seq1 --small-write lawn --lawn-descriptors page \
+  --max-states "${CRASH_PAGE_STATES:-10000}"
 # 2-CPU images: per-CPU journals, allocators and inode tables, and LAWN across two
 # sub-zones (each traced operation runs pinned to the CPU it is assigned to).
 cpus_states=${CRASH_CPUS_STATES:-8000}
@@ -84,6 +89,11 @@ for bug in $("$MNEMOFS" crashtest --list-bugs | awk '{ print $1 }'); do
     fi
     report "$bug ($how)"
   done
+  # The LAWN bugs that apply to page-format descriptors, on a version-6 image.
+  if [[ $bug == lawn-* && $bug != lawn-sum-unchecked ]]; then
+    bug_run --workload seq1 --small-write lawn --lawn-descriptors page --inject-bug "$bug"
+    report "$bug (page-format descriptors)"
+  fi
 done
 # The journal and allocator bugs on 2-CPU images too (the workload where each shows
 # first; tail-not-max on multi).

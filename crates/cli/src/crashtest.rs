@@ -68,6 +68,11 @@ pub struct CrashtestArgs {
     /// sees global offsets)
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub devices: u32,
+    /// LAWN descriptors of the traced images: sum (format version 7, what mkfs
+    /// makes: a zone write's slots and descriptor made durable by one fence) or page
+    /// (version 6, as images of earlier builds: a fence between them)
+    #[arg(long = "lawn-descriptors", value_name = "F", default_value = "sum")]
+    pub lawn_descriptors: String,
     /// Do not also crash inside recovery
     #[arg(long)]
     pub no_recovery_crashes: bool,
@@ -169,6 +174,15 @@ pub fn run(a: &CrashtestArgs) -> CliResult<i32> {
         return Err(usage(format!("--devices {} (valid: 1 or 2)", a.devices)));
     }
     cfg.devices = a.devices;
+    cfg.page_descriptors = match a.lawn_descriptors.as_str() {
+        "sum" => false,
+        "page" => true,
+        f => {
+            return Err(usage(format!(
+                "unknown --lawn-descriptors '{f}' (valid: sum, page)"
+            )))
+        }
+    };
     if a.threads > 0 {
         cfg.threads = a.threads;
     }

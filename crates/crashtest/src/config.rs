@@ -75,6 +75,10 @@ pub struct Config {
     /// Devices of the traced volume (1 or 2; two: 512 KiB and 256 KiB, placement
     /// `interleave`, so a file's data and its log entries land on different devices).
     pub devices: u32,
+    /// Format the traced images with page-format LAWN descriptors (format version
+    /// 6, as images of earlier builds have: a zone write fences its slots before
+    /// its descriptor) instead of sum-format ones (version 7: one fence).
+    pub page_descriptors: bool,
 }
 
 impl Config {
@@ -97,6 +101,7 @@ impl Config {
             desc_store: pm::Store16::NonTemporal,
             cpus: 1,
             devices: 1,
+            page_descriptors: false,
             threads: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1),
@@ -132,6 +137,9 @@ pub(crate) fn reproduce(cfg: &Config, idx: usize) -> String {
     }
     if cfg.devices != 1 {
         s += &format!(" --devices {}", cfg.devices);
+    }
+    if cfg.page_descriptors {
+        s += " --lawn-descriptors page";
     }
     if let Some(b) = &cfg.bug {
         if let Some(x) = mnemofs::bugs::ALL.iter().find(|x| x.1 == *b) {

@@ -59,7 +59,7 @@ pub fn trace(cfg: &Config, idx: usize) -> Result<(Vec<u8>, Vec<pm::Event>), Stri
         .find(|(i, _)| *i == idx)
         .map(|(_, ops)| ops)
         .ok_or_else(|| format!("no {} workload {idx}", cfg.kind.name()))?;
-    let base = base_image(cfg.cpus, cfg.devices)?;
+    let base = base_image(cfg.cpus, cfg.devices, cfg.page_descriptors)?;
     let events = seq::trace(cfg, &base, idx, &ops)?;
     Ok((base, events))
 }
@@ -108,7 +108,7 @@ impl Shared {
 
 fn run_inner(cfg: &Config, progress: &mut dyn FnMut(&Report)) -> Result<Report, String> {
     let t0 = Instant::now();
-    let base = base_image(cfg.cpus, cfg.devices)?;
+    let base = base_image(cfg.cpus, cfg.devices, cfg.page_descriptors)?;
     let wls: Vec<Item> = if cfg.kind == Kind::Multi {
         multi_items(cfg)
     } else {

@@ -2,7 +2,8 @@
 //! where the full run first reports it (bugs are process-wide, so one test runs them
 //! one after another); the LAWN bugs with the `lawn` small-write mode, the bug of the
 //! concurrent append protocol on the multi-writer workload. The journal and allocator
-//! bugs are run on 2-CPU images as well.
+//! bugs are run on 2-CPU images as well, the LAWN bugs of page-format descriptors on
+//! version-6 images.
 
 use crashtest::{Config, Kind};
 use mnemofs::SmallWriteMode;
@@ -54,6 +55,29 @@ fn every_injected_bug_is_caught() {
             "{v:?}"
         );
         assert!(!v.what.is_empty() && !v.crash_point.is_empty());
+    }
+    // The LAWN bugs that apply to page-format descriptors, on version-6 images (a
+    // zone write there fences its slots before its descriptor).
+    for (name, only) in [
+        ("lawn-descriptor-before-data", 0),
+        ("lawn-descriptor-kept-on-reuse", 7),
+    ] {
+        let mut cfg = Config::new(Kind::Seq1);
+        cfg.small_write = SmallWriteMode::Lawn;
+        cfg.page_descriptors = true;
+        cfg.only = Some(only);
+        cfg.bug = mnemofs::bugs::by_name(name);
+        cfg.max_violations = Some(1);
+        let r = crashtest::run(&cfg, |_| {}).unwrap();
+        assert!(
+            r.violations > 0,
+            "{name} was not caught on a version-6 image: {r:?}"
+        );
+        assert!(
+            r.details[0].reproduce.contains("--lawn-descriptors page"),
+            "{:?}",
+            r.details[0]
+        );
     }
     // The journal and allocator bugs on 2-CPU images too (per-CPU journals and
     // allocators; each traced operation runs pinned to its CPU).

@@ -43,8 +43,9 @@ pub enum Bug {
     /// A concurrent writer that finishes last stores its own tail even when a later
     /// entry's tail is already stored (pNOVA Fig. 3).
     TailNotMax,
-    /// LAWN sets a descriptor before its slot data is persisted (needs --small-write
-    /// lawn).
+    /// LAWN sets a descriptor without its slot data persisted: the slots are stored
+    /// through the cache and never written back, and on page-format images the fence
+    /// between them and the descriptor is skipped (needs --small-write lawn).
     LawnDescriptorBeforeData,
     /// LAWN descriptors are not cleared before a page CoW frees their block for reuse
     /// (needs --small-write lawn).
@@ -124,7 +125,9 @@ pub const ALL: &[(&str, Bug, &str)] = &[
     (
         "lawn-descriptor-before-data",
         Bug::LawnDescriptorBeforeData,
-        "LAWN sets a descriptor before its slot data is persisted (needs --small-write lawn)",
+        "LAWN sets a descriptor without its slot data persisted: the slots are stored through the \
+         cache and never written back, and with page-format descriptors the fence before the \
+         descriptor is skipped (needs --small-write lawn)",
     ),
     (
         "lawn-descriptor-kept-on-reuse",

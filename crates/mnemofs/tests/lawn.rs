@@ -543,7 +543,8 @@ fn a_run_whose_slots_do_not_match_its_sum_reads_as_not_written() {
     assert!(geo.lawn_sums, "a new image has sum-format descriptors");
     drop(fs);
     let (at, d) = first_run(&img, &geo);
-    // Word 0's upper half is the CRC-32 of the run's two slots.
+    // Word 0's upper half is the CRC-32 of the page number (1) and the run's two
+    // slots.
     let pm = pm::Pm::open(&img.path, false).unwrap();
     let mut slots = [0u8; 128];
     // SAFETY: the image is unmounted and this thread is the only one mapping it.
@@ -551,7 +552,7 @@ fn a_run_whose_slots_do_not_match_its_sum_reads_as_not_written() {
     assert_eq!(slots, [2u8; 128]);
     assert_eq!(
         u32::from_le_bytes(d[4..8].try_into().unwrap()),
-        mnemofs::format::crc(&slots)
+        mnemofs::format::crc(&[&1u64.to_le_bytes()[..], &slots[..]].concat())
     );
     drop(pm);
     // Intact, the run survives the abandoned mount.

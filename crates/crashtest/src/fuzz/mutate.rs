@@ -868,14 +868,22 @@ fn lawn(img: &mut [u8], m: &Map, rng: &mut StdRng) -> Option<String> {
     };
     let low = w1 & ((1 << 52) - 1);
     // Sum format: half the time the sum is made to match the slots the descriptor
-    // now names, so that recovery goes past that check to the fields.
+    // now names and the page of a write entry with its block (else page 0), so that
+    // recovery goes past that check to the fields.
     let mut resummed = "";
     if g.lawn_sums && what != "sum" && rng.random_range(0..2) == 0 {
         let count = ((low >> 46) & 63) + 1;
+        let block = low & ((1 << 40) - 1);
+        let pg = m
+            .writes
+            .iter()
+            .find(|w| w.0 == w0 & 0xffff_ffff && w.2 == block)
+            .map_or(0, |w| w.1);
         let a = g.slot_off(slot).get() as usize;
         let n = (count * g.slot_size as u64) as usize;
         if let Some(bytes) = a.checked_add(n).and_then(|e| img.get(a..e)) {
-            w0 = (w0 & 0xffff_ffff) | ((format::crc(bytes) as u64) << 32);
+            let whole = [&pg.to_le_bytes()[..], bytes].concat();
+            w0 = (w0 & 0xffff_ffff) | ((format::crc(&whole) as u64) << 32);
             resummed = ", sum recomputed";
         }
     }

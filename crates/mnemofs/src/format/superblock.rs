@@ -35,13 +35,13 @@ use super::zone::{
 /// volume's devices — their count here, the device table beside the superblock and a
 /// header on each device, docs/FORMAT.md §2.10; 6: an inode table at the start of
 /// each device after the first, its slots in the device table's entry; 7: LAWN
-/// descriptors carry a CRC-32 of their slots' bytes in place of the page number).
+/// descriptors carry a CRC-32 of their page and slots in place of the page number).
 /// Version 3 and 4 images are still read as one device; version 3 images have no
 /// chunk table (`zone_chunks` 0) and their zone does not grow; version 5 images keep
-/// every inode on device 0 (their device table's inode fields are zero), and this
-/// build still writes 5 for a volume whose later devices have no inode table (one
-/// device, always). Version 3 to 6 images keep their descriptors as they were
-/// (`Geometry::lawn_sums` false); this build writes 7 for every new image.
+/// every inode on device 0 (their device table's inode fields are zero). Version 3
+/// to 6 images keep their descriptors in the page format (`Geometry::lawn_sums`
+/// false). This build writes 7 for every new image; an image it only reads keeps
+/// its version.
 pub const VERSION: u32 = 7;
 /// The first format version whose LAWN descriptors carry their slots' CRC-32.
 pub const VERSION_LAWN_SUMS: u32 = 7;
@@ -410,8 +410,9 @@ mod tests {
         let c = crc(&r[..120]);
         put_u32(&mut r, 120, c);
         assert!(Geometry::decode(&r, 1 << 30).is_err());
-        // Version 7 has sum-format LAWN descriptors; versions 5 and 6 the page format,
-        // and re-encode as they were.
+        // Version 7 has sum-format LAWN descriptors; versions 5 and 6 the page format.
+        // Without the device table's inode fields (not read here), both encode as 5,
+        // what they describe then.
         assert!(Geometry::decode(&b, 1 << 30).unwrap().lawn_sums);
         for v in [5, 6] {
             let mut r = b;

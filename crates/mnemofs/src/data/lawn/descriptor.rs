@@ -15,7 +15,8 @@
 //!                       | check (52..64) = 1 + fmix64(word0 * K + word1 bits 0..52) % 4095
 //! ```
 //!
-//! `sum` is the CRC-32 of the run's `count` slots' bytes ([`sum`]). It makes a run
+//! `sum` is the CRC-32 of the page number and the run's `count` slots' bytes
+//! ([`sum`]). It makes a run
 //! whose slots did not all persist read as not written, so the slots and the
 //! descriptor are stored and made durable by one fence (a zone write's commit), where
 //! the page format needs a fence between them. The page a sum descriptor shadows is
@@ -68,11 +69,18 @@ impl Format {
     }
 }
 
-/// The sum a descriptor of the sum format keeps of its run's slot bytes: CRC-32
-/// (ISO-HDLC, `crc32fast`, as every checksum of the format).
+/// The sum a descriptor of the sum format keeps of its run: CRC-32 (ISO-HDLC,
+/// `crc32fast`, as every checksum of the format) of the page number `pgoff` (8 bytes,
+/// little-endian) followed by the run's slot bytes. With the page in it, a
+/// descriptor matches only the page it was written for, although it names only the
+/// block: a block that moved to another page of the same file (a file's spare block,
+/// reused by its next page CoW) never takes the run.
 #[inline]
-pub fn sum(bytes: &[u8]) -> u32 {
-    crc32fast::hash(bytes)
+pub fn sum(pgoff: u64, bytes: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&pgoff.to_le_bytes());
+    h.update(bytes);
+    h.finalize()
 }
 
 /// A run as the DRAM side knows it.
@@ -277,13 +285,19 @@ mod tests {
     }
 
     #[test]
-    fn the_sum_is_crc32_of_the_slot_bytes() {
-        // The check value of CRC-32/ISO-HDLC, and a change of one byte changes it.
-        assert_eq!(sum(b"123456789"), 0xcbf4_3926);
+    fn the_sum_is_crc32_of_the_page_and_the_slot_bytes() {
+        // CRC-32/ISO-HDLC of the 8-byte page number and the bytes (the format's CRC:
+        // its check value is that of "123456789"), and a change of one byte or of the
+        // page changes it.
+        assert_eq!(crc32fast::hash(b"123456789"), 0xcbf4_3926);
         let mut b = [7u8; 128];
-        let a = sum(&b);
+        let mut whole = 5u64.to_le_bytes().to_vec();
+        whole.extend_from_slice(&b);
+        let a = sum(5, &b);
+        assert_eq!(a, crc32fast::hash(&whole));
+        assert_ne!(sum(6, &b), a);
         b[100] = 8;
-        assert_ne!(sum(&b), a);
+        assert_ne!(sum(5, &b), a);
     }
 
     #[test]
@@ -327,6 +341,31 @@ mod tests {
         assert_eq!(
             d().encode(),
             0x1_e240_0000_004d | (0x13ff_c5ab_cdef_0123u128 << 64)
+        );
+    }
+
+    #[test]
+    fn sum_format_matches_format_md() {
+        // The worked examples of the sum format in docs/FORMAT.md §2.9.
+        let a = Desc {
+            ino: 1,
+            pgoff: 0,
+            block: 1,
+            first: 0,
+            count: 1,
+        };
+        let s = sum(0, &[0u8; 64]);
+        assert_eq!(s, 0x0fc2_bb52);
+        assert_eq!(
+            a.encode_sum(s),
+            0x0fc2_bb52_0000_0001 | (0x79b0_0000_0000_0001u128 << 64)
+        );
+        let b = Desc { count: 2, ..d() };
+        let s = sum(123_456, &[0xab; 128]);
+        assert_eq!(s, 0xc0dd_460f);
+        assert_eq!(
+            b.encode_sum(s),
+            0xc0dd_460f_0000_004d | (0x95f0_45ab_cdef_0123u128 << 64)
         );
     }
 

@@ -201,14 +201,15 @@ pub(crate) fn scan(
             continue;
         };
         if let Key::Sum(want) = d.key {
-            // A run whose slots do not all hold what its sum says: a zone write the
-            // crash cut before its fence (the descriptor reached PM, a slot line
-            // did not). It never returned: read as not written.
+            // A run whose page and slots do not give its sum: a zone write the crash
+            // cut before its fence (the descriptor reached PM, a slot line did not),
+            // which never returned, so it reads as not written; or (only if a clear
+            // was missed) a descriptor of an older page that mapped this block.
             // (`first + count` is at most the slices of a page, so the run's bytes
             // fit one block.)
             let b = &mut bytes[..(d.count as u64).saturating_mul(s) as usize];
             pm.read(map.slot_off(at), b);
-            if !bugs::on(Bug::LawnSumUnchecked) && super::descriptor::sum(b) != want {
+            if !bugs::on(Bug::LawnSumUnchecked) && super::descriptor::sum(pg, b) != want {
                 clear.push(at);
                 continue;
             }

@@ -204,7 +204,7 @@ impl Lawn {
                 // The descriptor's bytes; the sum format's CRC of the slices is
                 // computed while their stores drain.
                 let fmt = Format::of(&core.geo);
-                let v = desc.encode_as(fmt, || descriptor::sum(slice));
+                let v = desc.encode_as(fmt, || descriptor::sum(pg, slice));
                 if !core.may_hold.load(Ordering::Relaxed) {
                     core.may_hold.store(true, Ordering::Release);
                 }
