@@ -13,8 +13,9 @@ pub(crate) fn mount_opts() -> MountOptions {
 }
 
 /// The empty formatted image of `cpus` CPUs (and `devices` devices: its global
-/// space) every workload starts from; with `page_descriptors`, as a version-6 image
-/// (LAWN descriptors in the page format, docs/FORMAT.md §2.9).
+/// space) every workload starts from; with `page_descriptors`, as the image of a
+/// build before format version 7 (LAWN descriptors in the page format,
+/// docs/FORMAT.md §2.9).
 pub(crate) fn base_image(
     cpus: u32,
     devices: u32,
@@ -22,20 +23,27 @@ pub(crate) fn base_image(
 ) -> Result<Vec<u8>, String> {
     let mut img = formatted(cpus, devices)?;
     if page_descriptors {
-        as_version_6(&mut img);
+        as_page_format(&mut img, devices);
     }
     Ok(img)
 }
 
 /// Rewrites both superblock copies of a fresh image (device 0 holds them at the
-/// start of the global space) to format version 6, checksums recomputed: what this
-/// build's mkfs made before version 7, save the creation time. A fresh image has no
-/// LAWN descriptor set, so nothing else differs.
-fn as_version_6(img: &mut [u8]) {
+/// start of the global space) to the version the mkfs before version 7 wrote, with
+/// page-format LAWN descriptors: 6 for a volume whose later devices have inode
+/// tables (mkfs gives every later device one), else 5; checksums recomputed. That
+/// is what that mkfs made, save the creation time: a fresh image has no LAWN
+/// descriptor set, so nothing else differs.
+fn as_page_format(img: &mut [u8], devices: u32) {
     use mnemofs::format::{self, BLOCK, SB_CSUM_LEN, SB_CSUM_OFF, SB_VERSION_OFF};
+    let version = if devices > 1 {
+        format::VERSION_DEV_INODES
+    } else {
+        format::VERSION_DEVICES
+    };
     for b in [format::SB_BLOCK, format::SB_REPLICA_BLOCK] {
         let at = (b * BLOCK) as usize;
-        format::put_u32(img, at + SB_VERSION_OFF, format::VERSION_DEV_INODES);
+        format::put_u32(img, at + SB_VERSION_OFF, version);
         let c = format::crc(&img[at..at + SB_CSUM_LEN]);
         format::put_u32(img, at + SB_CSUM_OFF, c);
     }

@@ -841,7 +841,7 @@ fn lawn(img: &mut [u8], m: &Map, rng: &mut StdRng) -> Option<String> {
         w1 |= (rng.random_range(0..64u64)) << 40 | (rng.random_range(0..64u64)) << 46;
     }
     // Word 0's upper half: the page (format versions 3-6) or the CRC-32 of the
-    // run's slot bytes (version 7, docs/FORMAT.md §2.9).
+    // page number and the run's slot bytes (version 7, docs/FORMAT.md §2.9).
     let upper = if g.lawn_sums { "sum" } else { "pgoff" };
     let what = match rng.random_range(0..6) {
         0 => {
@@ -868,8 +868,9 @@ fn lawn(img: &mut [u8], m: &Map, rng: &mut StdRng) -> Option<String> {
     };
     let low = w1 & ((1 << 52) - 1);
     // Sum format: half the time the sum is made to match the slots the descriptor
-    // now names and the page of a write entry with its block (else page 0), so that
-    // recovery goes past that check to the fields.
+    // now names and the page that the newest write entry of its inode covering its
+    // block gives that block (else page 0), so that recovery goes past that check to
+    // the fields.
     let mut resummed = "";
     if g.lawn_sums && what != "sum" && rng.random_range(0..2) == 0 {
         let count = ((low >> 46) & 63) + 1;
@@ -877,8 +878,9 @@ fn lawn(img: &mut [u8], m: &Map, rng: &mut StdRng) -> Option<String> {
         let pg = m
             .writes
             .iter()
-            .find(|w| w.0 == w0 & 0xffff_ffff && w.2 == block)
-            .map_or(0, |w| w.1);
+            .rev()
+            .find(|w| w.0 == w0 & 0xffff_ffff && block >= w.2 && block - w.2 < u64::from(w.3))
+            .map_or(0, |w| w.1 + (block - w.2));
         let a = g.slot_off(slot).get() as usize;
         let n = (count * g.slot_size as u64) as usize;
         if let Some(bytes) = a.checked_add(n).and_then(|e| img.get(a..e)) {

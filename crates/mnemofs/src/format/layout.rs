@@ -73,9 +73,9 @@ pub struct Geometry {
     /// `i`'s slots are the inode numbers after those of devices `0..i`. From the
     /// device table (format version 6; docs/FORMAT.md §2.10).
     pub dev_inodes: [u64; MAX_DEVICES],
-    /// LAWN descriptors carry a CRC-32 of their slots' bytes in place of the page
-    /// number (format version 7, docs/FORMAT.md §2.9): a zone write commits with
-    /// one fence. False for images of versions 3 to 6 (the page number, two fences).
+    /// LAWN descriptors carry a CRC-32 of their page number and slots' bytes in place
+    /// of the page number (format version 7, docs/FORMAT.md §2.9): a zone write
+    /// commits with one fence. False for images of versions 3 to 6 (the page number, two fences).
     pub lawn_sums: bool,
 }
 

@@ -43,7 +43,8 @@ use super::zone::{
 /// false). This build writes 7 for every new image; an image it only reads keeps
 /// its version.
 pub const VERSION: u32 = 7;
-/// The first format version whose LAWN descriptors carry their slots' CRC-32.
+/// The first format version whose LAWN descriptors carry the CRC-32 of their page
+/// and slots.
 pub const VERSION_LAWN_SUMS: u32 = 7;
 /// The first format version with inode tables on later devices.
 pub const VERSION_DEV_INODES: u32 = 6;

@@ -54,7 +54,8 @@ pub enum Format {
     /// Versions 3 to 6: the page number; the slots are durable before the
     /// descriptor is set (a fence between).
     Page,
-    /// Version 7: the CRC-32 of the slots' bytes; one fence for both.
+    /// Version 7: the CRC-32 of the page number and the slots' bytes ([`sum`]); one
+    /// fence for both.
     Sum,
 }
 
@@ -95,7 +96,8 @@ pub struct Desc {
     pub count: u32,
 }
 
-/// A valid descriptor as stored: its page (page format) or the sum of its slots
+/// A valid descriptor as stored: its page (page format) or the sum of its page and
+/// slots
 /// (sum format).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stored {
@@ -111,7 +113,7 @@ pub struct Stored {
 pub enum Key {
     /// The page number (page format).
     Page(u64),
-    /// The CRC-32 of the run's slot bytes (sum format).
+    /// The CRC-32 of the run's page number and slot bytes ([`sum`]; sum format).
     Sum(u32),
 }
 
@@ -176,7 +178,8 @@ impl Desc {
         self.encode_word0((self.ino & 0xffff_ffff) | (self.pgoff << 32))
     }
 
-    /// The 16 bytes in the sum format, `sum` being [`sum`] of the run's slot bytes.
+    /// The 16 bytes in the sum format, `sum` being [`sum`] of the run's page number
+    /// and slot bytes.
     pub fn encode_sum(&self, sum: u32) -> u128 {
         self.encode_word0((self.ino & 0xffff_ffff) | ((sum as u64) << 32))
     }

@@ -13,9 +13,9 @@
 //! - no run of the page overlaps them: the patched slices go to a fresh run of free
 //!   slots, persisted, then the run's descriptor is set (one 16-byte store),
 //!   persisted (Algorithm 1, lines 2–6). On images of format version 7 the descriptor
-//!   carries the CRC-32 of the slices ([`descriptor::Format::Sum`]), and one fence
-//!   makes both durable: a run whose slots do not match its sum reads as never
-//!   written at recovery;
+//!   carries the CRC-32 of the page number and the slices
+//!   ([`descriptor::Format::Sum`]), and one fence makes both durable: a run whose
+//!   page and slots do not give its sum reads as never written at recovery;
 //! - exactly one run covers them: the newest copy is in the zone, so the run's whole
 //!   range (zone copy patched with the new bytes) goes to the file page in place,
 //!   persisted, then the descriptor is cleared, persisted (lines 8–11);
