@@ -10,10 +10,10 @@
 //! On images of the sum format (version 7, `descriptor::Format::Sum`) a descriptor
 //! names no page: its page is the one its inode maps to the named block, found from
 //! the replayed page indexes of the inodes the table names. Such a run is kept only
-//! when the CRC-32 of that page's number and its slots' bytes is its sum; otherwise the crash cut its zone write before
-//! the write's one fence (descriptor durable, a slot line not), the write never
-//! returned, and the run is cleared like a stale one (a state a correct engine
-//! leaves, so fsck does not report it).
+//! when the CRC-32 of that page's number and its slots' bytes is its sum; otherwise
+//! the crash cut its zone write before the write's one fence (descriptor durable, a
+//! slot line not), the write never returned, and the run is cleared like a stale one
+//! (a state a correct engine leaves, so fsck does not report it).
 //!
 //! A mount in a mode other than LAWN (`keep` false) writes every valid, current run
 //! back to its page the same way and clears the table: LAWN state exists only in
