@@ -172,7 +172,14 @@ impl Geometry {
             let per_sub = (rest / 2 / cb as u64 / cpus64)
                 .min(by_rel)
                 .min(u32::MAX as u64 / 64);
-            (cb, (per_sub * cpus64) as u32)
+            // No chunk for a sub-zone (more CPUs than half the rest has chunks, e.g.
+            // 64 on 64 MiB): no growth, and no chunk size either (the superblock's
+            // rule).
+            if per_sub == 0 {
+                (0, 0)
+            } else {
+                (cb, (per_sub * cpus64) as u32)
+            }
         };
         let table_blocks = (zone_chunks as u64 * CHUNK_ENTRY_SIZE).div_ceil(BLOCK);
         let data_start = chunk_table_start + table_blocks;
@@ -572,6 +579,22 @@ mod tests {
         );
         let g2 = Geometry::compute_zoned(64 << 20, 2, 0, MIN_SIZE, z(10, 512)).unwrap();
         assert_eq!(Geometry::decode(&g2.encode(), 64 << 20).unwrap(), g2);
+        // More CPUs than half the rest has chunks: no growth, and the image decodes
+        // (it did not, with a chunk size and no table: 64 CPUs on 64 MiB).
+        for (size, cpus, grows) in [
+            (64u64 << 20, 64, false),
+            (64 << 20, 16, true),
+            (1 << 30, 64, true),
+        ] {
+            let g = Geometry::compute(size, cpus, 0).unwrap();
+            assert_eq!(g.zone_chunks > 0, grows, "{cpus} CPUs");
+            assert_eq!(g.zone_chunk_blocks > 0, grows, "{cpus} CPUs");
+            assert_eq!(
+                Geometry::decode(&g.encode(), size).unwrap(),
+                g,
+                "{cpus} CPUs"
+            );
+        }
         for bad in [0, 32, 96, 4096, 8192] {
             assert!(Geometry::compute_zoned(64 << 20, 2, 0, MIN_SIZE, z(3, bad)).is_err());
         }
