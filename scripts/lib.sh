@@ -5,10 +5,12 @@
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 MNEMOFS=${MNEMOFS:-$ROOT/target/release/mnemofs}
 IMAGE_MB=${IMAGE_MB:-256}
-# Scratch space for test images and logs: /dev/shm (RAM, like PM) when it has
-# room (Docker's default /dev/shm is only 64 MiB), else $TMPDIR or /tmp.
-SCRATCH=/dev/shm
-if (($(df -Pm /dev/shm 2>/dev/null | awk 'NR == 2 { print $4 }' || echo 0) < 2 * IMAGE_MB)); then
+# Scratch space for test images and logs: $MNEMOFS_SCRATCH when set
+# (scripts/test-forced.sh), else /dev/shm (RAM, like PM) when it has room (Docker's
+# default /dev/shm is only 64 MiB), else $TMPDIR or /tmp.
+SCRATCH=${MNEMOFS_SCRATCH:-/dev/shm}
+if [[ -z ${MNEMOFS_SCRATCH:-} ]] &&
+  (($(df -Pm /dev/shm 2>/dev/null | awk 'NR == 2 { print $4 }' || echo 0) < 2 * IMAGE_MB)); then
   # shellcheck disable=SC2034 # used by the scripts that source this file
   SCRATCH=${TMPDIR:-/tmp}
 fi

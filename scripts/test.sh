@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The mnemofs test suite: setup, fmt, clippy, build, unit/integration tests,
-# the crash explorer's budget, the hostile-image fuzzer (20,000 images, and fsck on
+# The mnemofs test suite: the host facts it depends on (at the start, and what a
+# default mount chose once the build exists), setup, fmt, clippy, build,
+# unit/integration tests with the host's choices and again with each choice forced
+# both ways (scripts/test-forced.sh), the crash explorer's budget, the hostile-image fuzzer (20,000 images, and fsck on
 # 1,000), pjdfstest, fsx, and both again on a cluster client mount (pjdfstest
 # with delayed commits, fsx with each commit mode, two clients reading each
 # other's fsynced files). Stops at the first failing step;
@@ -15,7 +17,10 @@ STEPS=(
   "cargo fmt --all -- --check"
   "cargo clippy --all-targets -- -D warnings"
   "cargo build --release"
+  "bash scripts/host-facts.sh --mount"
   "cargo test --workspace --release"
+  "bash scripts/test-forced.sh a"
+  "bash scripts/test-forced.sh b"
   "bash scripts/crashtest.sh"
   "bash scripts/fuzz.sh"
   "bash scripts/pjdfstest.sh"
@@ -26,6 +31,7 @@ STEPS=(
   "bash scripts/cluster-two-clients.sh"
 )
 
+bash scripts/host-facts.sh
 passed=0 failed=0 n=0 t0=$SECONDS
 for step in "${STEPS[@]}"; do
   n=$((n + 1)) start=$SECONDS

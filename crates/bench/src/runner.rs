@@ -95,14 +95,10 @@ fn unmount_tmpfs(dir: &Path) {
 
 static NEXT_IMAGE: AtomicU64 = AtomicU64::new(0);
 
-/// Directory of default images: /dev/shm when present, else the temporary directory.
+/// Directory of default images: `MNEMOFS_SCRATCH`, else /dev/shm when present, else
+/// the temporary directory ([`pm::scratch_dir`]).
 pub fn default_image_dir() -> PathBuf {
-    let shm = Path::new("/dev/shm");
-    if shm.is_dir() {
-        shm.to_path_buf()
-    } else {
-        std::env::temp_dir()
-    }
+    pm::scratch_dir()
 }
 
 /// Bytes available to an unprivileged writer in the file system holding `dir`.

@@ -125,6 +125,13 @@ pub fn render_stats(what: &str, v: &Value) -> String {
         s(v, "flush_instruction"),
         u(v, "pm_fences"),
     );
+    if let Some(h) = v
+        .get("host")
+        .and_then(Value::as_str)
+        .filter(|h| !h.is_empty())
+    {
+        let _ = writeln!(o, "  host          {h}");
+    }
     let _ = writeln!(
         o,
         "  mapping       {}, {}",
@@ -234,6 +241,7 @@ mod tests {
             pm_flushes: 100,
             pm_fences: 50,
             flush_instruction: "clwb".into(),
+            host: "clwb, 16-byte stores by sse, 2 CPUs, huge pages advised; forced: MNEMOFS_DESC_STORE=nt".into(),
             map_mode: "Shared".into(),
             map_pages: "2M".into(),
             map_pmd_bytes: 60 << 20,
@@ -281,6 +289,10 @@ mod tests {
         assert!(t.contains("[7500, 7500] blocks"));
         assert!(t.contains("3 used of 4096 (4093 free)"));
         assert!(t.contains("12.0 KiB written, 100 flushes (clwb), 50 fences"));
+        assert!(
+            t.contains("host          clwb, 16-byte stores by sse, 2 CPUs, huge pages advised; forced: MNEMOFS_DESC_STORE=nt\n"),
+            "{t}"
+        );
         assert!(t.contains("lock=inode small-write=cow read-cache=rcache"));
         assert!(
             t.contains("mapping       Shared, 2 MiB pages (60 of 64 MiB resident PMD-mapped)"),

@@ -241,7 +241,7 @@ fn sequence(dir: &Path) -> Vec<String> {
 fn acls_match_tmpfs() {
     // SAFETY: umask(2) cannot fail; this binary has one test.
     unsafe { libc::umask(0o022) };
-    let tmp = tempfile::tempdir_in("/dev/shm").unwrap();
+    let tmp = tempfile::tempdir_in(pm::scratch_dir()).unwrap();
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let want = sequence(tmp.path());
     let e = common::env("64M");

@@ -79,7 +79,7 @@ fn sequence(dir: &Path) -> Vec<String> {
 
 #[test]
 fn xattr_calls_match_tmpfs() {
-    let tmp = tempfile::tempdir_in("/dev/shm").unwrap();
+    let tmp = tempfile::tempdir_in(pm::scratch_dir()).unwrap();
     let want = sequence(tmp.path());
     let e = common::env("64M");
     common::mount(&e);

@@ -24,7 +24,7 @@ fn the_metadata_servers_heap_has_no_huge_page_advice() {
         eprintln!("skipped: the kernel's THP mode is not `madvise`");
         return;
     }
-    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let dir = tempfile::tempdir_in(pm::scratch_dir()).unwrap();
     let img = dir.path().join("img");
     let o = common::run(&["mkfs", img.to_str().unwrap(), "--size", "64M"]);
     assert!(

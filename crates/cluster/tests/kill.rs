@@ -40,6 +40,9 @@ fn child(addr: &str, data: &str, mode: &str) {
     })
     .unwrap();
     let mut out = std::io::stdout();
+    // A line of its own for what follows: run with one test thread (a host with one
+    // CPU), the harness has printed `test NAME ... ` without a newline.
+    println!();
     // A failure, and whether it is one a lease's end explains (ESTALE: the
     // server expired the session under the child, with its uncommitted writes).
     let mut file = |i: u64| -> Result<(), (String, bool)> {
@@ -213,7 +216,7 @@ fn kill_points(seed: u64, n: usize, base: u64, spread: u64) -> Vec<(&'static str
 }
 
 fn run_round(mode: &str, kill_after: Duration) {
-    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let dir = tempfile::tempdir_in(pm::scratch_dir()).unwrap();
     let (path, devs) = fresh_volume(dir.path());
     let fs = mnemofs::mount_devices(&devs, &mds_mount_options()).unwrap();
     let cfg = MdsConfig {
@@ -281,7 +284,8 @@ fn server_child(addr: &str, data: &str) {
         chunk_blocks: 64,
     };
     let mds = MdsHandle::start(fs, addr.parse().unwrap(), cfg).unwrap();
-    println!("ready");
+    // (On a line of its own: see `child`.)
+    println!("\nready");
     std::io::stdout().flush().unwrap();
     let mut line = String::new();
     let _ = std::io::stdin().read_line(&mut line);
@@ -341,7 +345,7 @@ fn server_round(mode: &str, kill_after: Duration) {
 }
 
 fn server_round_over(mode: &str, kill_after: Duration, net: &Net) {
-    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let dir = tempfile::tempdir_in(pm::scratch_dir()).unwrap();
     let (path, devs) = fresh_volume(dir.path());
     // (Inside a namespace of its own every port is free; the restarted server
     // takes the same one.)
@@ -481,7 +485,7 @@ fn server_killed_across_network_namespaces_loses_nothing_answered() {
 #[test]
 fn client_and_server_killed_together_lose_nothing_fsynced() {
     for (mode, after) in kill_points(0x1234_5678_9abc_def1, 4, 0, 500) {
-        let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+        let dir = tempfile::tempdir_in(pm::scratch_dir()).unwrap();
         let (path, devs) = fresh_volume(dir.path());
         let addr = free_port();
         let mut server = spawn_server(&addr, &path);

@@ -27,7 +27,7 @@ fn server(
     lease: Duration,
     chunk_blocks: u64,
 ) -> (tempfile::TempDir, Vec<mnemofs::DeviceSpec>, MdsHandle) {
-    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let dir = tempfile::tempdir_in(pm::scratch_dir()).unwrap();
     let devs = volume(dir.path());
     let fs = mnemofs::mount_devices(&devs, &mds_mount_options()).unwrap();
     let cfg = MdsConfig {
@@ -1010,7 +1010,7 @@ fn a_release_of_an_open_from_an_ended_session_keeps_the_new_sessions_pin() {
         (CommitMode::Delayed, false),
         (CommitMode::Delayed, true),
     ] {
-        let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+        let dir = tempfile::tempdir_in(pm::scratch_dir()).unwrap();
         let devs = volume(dir.path());
         let fs = mnemofs::mount_devices(&devs, &mds_mount_options()).unwrap();
         let mds = MdsHandle::start(fs, "127.0.0.1:0".parse().unwrap(), cfg()).unwrap();
@@ -1075,7 +1075,7 @@ fn a_forget_of_a_reference_from_an_ended_session_keeps_the_new_sessions_pin() {
         lease: Duration::from_millis(300),
         chunk_blocks: 16,
     };
-    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let dir = tempfile::tempdir_in(pm::scratch_dir()).unwrap();
     let devs = volume(dir.path());
     let fs = mnemofs::mount_devices(&devs, &mds_mount_options()).unwrap();
     let mds = MdsHandle::start(fs, "127.0.0.1:0".parse().unwrap(), cfg()).unwrap();

@@ -32,3 +32,10 @@ pub mod workload;
 pub use config::{Config, Kind, DEFAULT_MULTI_WORKLOADS, IMAGE_SIZE};
 pub use explore::{run, trace, workload_count, workloads};
 pub use report::{Report, Violation};
+
+/// Of an image's `cpus` CPUs, how many a traced run can pin its operations to on
+/// this host (image CPU `v` needs a host CPU `c` with `c % cpus == v` that this
+/// process may run on).
+pub fn reachable_cpus(cpus: u32) -> u32 {
+    image::Pins::new(cpus).reachable()
+}

@@ -91,12 +91,13 @@ impl Default for MountConfig {
 }
 
 impl MountConfig {
-    /// Event-loop threads to run: `threads`, or one per CPU when 0.
+    /// Event-loop threads to run: `threads`, or one per CPU when 0
+    /// ([`mnemofs::HostChoices::cpu_count`]).
     pub fn effective_threads(&self) -> usize {
         if self.threads > 0 {
             self.threads
         } else {
-            thread::available_parallelism().map_or(1, |n| n.get())
+            mnemofs::HostChoices::cpu_count()
         }
     }
 }

@@ -637,6 +637,7 @@ impl Fs {
             pm_flushes: c.flushes,
             pm_fences: c.fences,
             flush_instruction: s.vol.flush_kind().name().to_string(),
+            host: pm::HostChoices::get().map_or_else(|e| e.to_string(), |h| h.summary()),
             map_mode: format!("{:?}", s.vol.map_mode()),
             map_pages: map.pages.name().to_string(),
             map_pmd_bytes: map.pmd_bytes,

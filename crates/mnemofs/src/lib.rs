@@ -58,4 +58,6 @@ pub use engine::{mount, mount_devices, FileHandle, Fs};
 pub use error::{FsError, Result};
 pub use fsck::{fsck, fsck_devices, FsckReport};
 pub use mkfs::{mkfs, mkfs_devices, mkfs_pm, MKFS_PM_MIN};
+/// The host's choices the engine runs by, and the variables that force them.
+pub use pm::{HostChoices, HostError};
 pub use types::*;

@@ -252,16 +252,11 @@ impl FileLock {
     }
 }
 
-/// Reader slots leased to threads: one per CPU, at most 16 (each lock has one more,
-/// shared by the threads beyond).
+/// Reader slots leased to threads: one per CPU ([`pm::HostChoices::cpu_count`]), at
+/// most 16 (each lock has one more, shared by the threads beyond).
 fn slots() -> usize {
     static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *N.get_or_init(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-            .clamp(1, 16)
-    })
+    *N.get_or_init(|| pm::HostChoices::cpu_count().clamp(1, 16))
 }
 
 /// Reader slots leased to live threads (index i: counter i of every

@@ -41,9 +41,7 @@ pub fn mkfs(path: &Path, opts: &MkfsOptions) -> Result<()> {
 /// missing) as one empty mnemofs volume; returns the devices as formatted.
 pub fn mkfs_devices(specs: &[DeviceSpec], opts: &MkfsOptions) -> Result<Vec<DeviceInfo>> {
     let cpus = if opts.cpus == 0 {
-        std::thread::available_parallelism()
-            .map(|n| n.get() as u32)
-            .unwrap_or(1)
+        u32::try_from(pm::HostChoices::cpu_count()).unwrap_or(u32::MAX)
     } else {
         opts.cpus
     };

@@ -626,6 +626,10 @@ pub struct FsStats {
     pub pm_fences: u64,
     /// The flush instruction in use (`pm::FlushKind::name`).
     pub flush_instruction: String,
+    /// The host's choices this mount runs by, detected or forced
+    /// (`pm::HostChoices::summary`).
+    #[serde(default)]
+    pub host: String,
     /// How the image is mapped (`pm::MapMode`).
     pub map_mode: String,
     /// Page size mapping the image, measured (`pm::MapPages::name`: `2M`, `4K`,

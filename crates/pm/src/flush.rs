@@ -1,6 +1,4 @@
-//! Cache-line write-back and fence instructions, chosen once by CPUID.
-
-use std::sync::OnceLock;
+//! Cache-line write-back and fence instructions (which one: [`crate::HostChoices`]).
 
 /// Which write-back instruction this CPU offers (best first).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,34 +24,6 @@ impl FlushKind {
             FlushKind::None => "none",
         }
     }
-
-    /// Detects the best instruction once per process.
-    pub fn detect() -> FlushKind {
-        static KIND: OnceLock<FlushKind> = OnceLock::new();
-        *KIND.get_or_init(detect_uncached)
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-fn detect_uncached() -> FlushKind {
-    use std::arch::x86_64::{__cpuid, __cpuid_count};
-    // cpuid is available on every x86-64 CPU (the intrinsics are safe to call).
-    let max_leaf = __cpuid(0).eax;
-    if max_leaf >= 7 {
-        let l7 = __cpuid_count(7, 0);
-        if l7.ebx & (1 << 24) != 0 {
-            return FlushKind::Clwb;
-        }
-        if l7.ebx & (1 << 23) != 0 {
-            return FlushKind::Clflushopt;
-        }
-    }
-    FlushKind::Clflush
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn detect_uncached() -> FlushKind {
-    FlushKind::None
 }
 
 /// Writes back the cache line containing `p`.

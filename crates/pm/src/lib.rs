@@ -4,7 +4,8 @@
 //! with `MAP_SYNC` where the kernel offers it), and provides the persist primitives
 //! every other layer uses: cached stores, non-temporal stores, aligned 8- and 16-byte
 //! atomic stores, cache-line write-back (clwb, else clflushopt, else clflush, chosen
-//! once by CPUID) and store fences.
+//! once by CPUID) and store fences. Each choice made from the host can be forced by
+//! an environment variable ([`HostChoices`]), so one machine runs every path.
 //!
 //! On DRAM-backed images a [`PmProfile`] (`optane`, `cxl`) adds the latency and
 //! bandwidth cost of real PM to reads and persists with a calibrated busy-wait, more
@@ -66,6 +67,7 @@
 
 mod counters;
 mod flush;
+mod host;
 mod lease;
 mod numa;
 mod profile;
@@ -76,6 +78,7 @@ mod volume;
 
 pub use counters::{CounterSnapshot, Counters};
 pub use flush::FlushKind;
+pub use host::{scratch_dir, HostChoices, HostError, Store16Insn};
 pub use lease::LeasePool;
 pub use numa::{
     node_distance, set_cpu_nodes, set_node_distances, set_thread_node, thread_node,

@@ -602,7 +602,8 @@ fn take_pending_mixed_charge(
 }
 
 /// A calibrated busy-wait clock: the time-stamp counter where it is invariant
-/// (constant rate, runs in every C-state), otherwise the monotonic clock.
+/// (constant rate, runs in every C-state) and `MNEMOFS_CLOCK=monotonic` does not
+/// say otherwise ([`crate::HostChoices`]), else the monotonic clock.
 #[derive(Clone, Copy, Debug)]
 pub struct SpinClock {
     /// TSC ticks per nanosecond; `None`: spin on `Instant`.
@@ -638,7 +639,7 @@ impl SpinClock {
     fn calibrate() -> SpinClock {
         #[cfg(target_arch = "x86_64")]
         {
-            if invariant_tsc() {
+            if invariant_tsc() && crate::HostChoices::get().is_ok_and(|h| h.tsc) {
                 let t0 = Instant::now();
                 let c0 = rdtsc();
                 while t0.elapsed() < Duration::from_millis(10) {

@@ -30,7 +30,7 @@ pub fn env(size: &str) -> Env {
         Path::new("/dev/fuse").exists(),
         "these tests need /dev/fuse"
     );
-    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let dir = tempfile::tempdir_in(pm::scratch_dir()).unwrap();
     let img = dir.path().join("img");
     let mnt = dir.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();

@@ -202,7 +202,9 @@ fn map_pages(len: usize) -> NonNull<u8> {
             libc::munmap((start + len) as *mut libc::c_void, tail);
         }
         // Refused advice (no THP) is harmless: 4 KiB pages then.
-        libc::madvise(start as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+        if pm::HostChoices::get().is_ok_and(|h| h.huge_pages) {
+            libc::madvise(start as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+        }
     }
     // SAFETY: `start` lies inside a successful mapping, so it is not null.
     unsafe { NonNull::new_unchecked(start as *mut u8) }

@@ -2,31 +2,24 @@
 #![allow(dead_code)]
 
 use mnemofs::{Fs, MkfsOptions, MountOptions};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 pub struct Img {
     pub dir: tempfile::TempDir,
     pub path: PathBuf,
 }
 
-/// A temporary directory and an image path in it, not formatted yet.
+/// A temporary directory (in `pm::scratch_dir()`) and an image path in it, not
+/// formatted yet.
 pub fn fresh_empty() -> Img {
-    let dir = if Path::new("/dev/shm").is_dir() {
-        tempfile::tempdir_in("/dev/shm").unwrap()
-    } else {
-        tempfile::tempdir().unwrap()
-    };
+    let dir = tempfile::tempdir_in(pm::scratch_dir()).unwrap();
     let path = dir.path().join("img");
     Img { dir, path }
 }
 
-/// A fresh image of `size` bytes in a temporary directory (on /dev/shm when present).
+/// A fresh image of `size` bytes in a temporary directory (in `pm::scratch_dir()`).
 pub fn fresh(size: u64) -> Img {
-    let dir = if Path::new("/dev/shm").is_dir() {
-        tempfile::tempdir_in("/dev/shm").unwrap()
-    } else {
-        tempfile::tempdir().unwrap()
-    };
+    let dir = tempfile::tempdir_in(pm::scratch_dir()).unwrap();
     let path = dir.path().join("img");
     mnemofs::mkfs(
         &path,

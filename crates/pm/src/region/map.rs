@@ -2,9 +2,9 @@
 //! copies.
 
 use super::pages::HUGE_ALIGN;
-use super::{has_avx, has_cx16, MapMode, Pm, PmError};
+use super::{MapMode, Pm, PmError};
 use crate::counters::Counters;
-use crate::flush::FlushKind;
+use crate::host::HostChoices;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -91,24 +91,38 @@ impl Pm {
                 source: std::io::Error::last_os_error(),
             });
         }
-        Ok(Self::from_raw(p as *mut u8, len, MapMode::Anonymous, None))
+        Self::from_raw(p as *mut u8, len, MapMode::Anonymous, None)
     }
 
-    pub(super) fn from_raw(base: *mut u8, len: u64, mode: MapMode, file: Option<File>) -> Pm {
-        Pm {
+    /// Takes ownership of the mapping `[base, base + len)`: unmapped when the `Pm`
+    /// drops, and also when the host's choices are refused ([`HostChoices::get`]).
+    pub(super) fn from_raw(
+        base: *mut u8,
+        len: u64,
+        mode: MapMode,
+        file: Option<File>,
+    ) -> Result<Pm, PmError> {
+        let mut pm = Pm {
             base,
             len,
-            flush: FlushKind::detect(),
+            flush: crate::FlushKind::Clflush,
             mode,
             counters: Counters::new(),
             tracer: None,
-            has_cx16: has_cx16(),
-            has_avx: has_avx(),
+            store16: crate::host::Store16Insn::Plain,
+            has_avx: false,
+            forced_desc_store: None,
             profile: None,
             node: 0,
             huge_advised: false,
             _file: file,
-        }
+        };
+        let host = HostChoices::get()?;
+        pm.flush = host.flush;
+        pm.store16 = host.store16;
+        pm.has_avx = host.avx;
+        pm.forced_desc_store = host.desc_store;
+        Ok(pm)
     }
 
     /// Maps the image 2 MiB aligned (so the kernel can map it with PMD entries)
@@ -134,7 +148,7 @@ impl Pm {
             path: path.to_path_buf(),
             source,
         })?;
-        let mut pm = Self::from_raw(p, len, mode, Some(file));
+        let mut pm = Self::from_raw(p, len, mode, Some(file))?;
         pm.advise_huge();
         Ok(pm)
     }

@@ -65,6 +65,10 @@ pub enum PmError {
     /// Devices that cannot form a volume ([`crate::Volume::from_parts`]).
     #[error("{0}")]
     Volume(String),
+    /// An environment variable that overrides a host choice has a value this host
+    /// cannot honour ([`crate::HostChoices`]).
+    #[error(transparent)]
+    Host(#[from] crate::host::HostError),
     /// `[off, off + len)` is not inside the region ([`Pm::check`]).
     #[error("PM access out of bounds: offset {off} length {len} in a region of {size} bytes")]
     OutOfBounds {
@@ -96,9 +100,13 @@ pub struct Pm {
     mode: MapMode,
     counters: Counters,
     tracer: Option<Arc<dyn Tracer>>,
-    has_cx16: bool,
-    /// AVX present: an aligned 16-byte SSE store is single-copy atomic.
+    /// How an aligned 16-byte atomic store is made (SSE where the CPU has AVX, which
+    /// makes it single-copy atomic).
+    store16: crate::host::Store16Insn,
+    /// AVX is used (streaming copies 32 bytes at a time).
     has_avx: bool,
+    /// What [`Pm::calibrate_store16`] returns without measuring (`MNEMOFS_DESC_STORE`).
+    forced_desc_store: Option<Store16>,
     /// Latency profile charged on reads and persists; `None` for `dram` (no cost,
     /// no work on the hot paths), the clock it spins on, and the write channels its
     /// fences queue on (shared by a volume's devices).
@@ -129,24 +137,4 @@ impl Drop for Pm {
             libc::munmap(self.base as *mut libc::c_void, self.len as usize);
         }
     }
-}
-
-#[cfg(target_arch = "x86_64")]
-fn has_cx16() -> bool {
-    std::arch::is_x86_feature_detected!("cmpxchg16b")
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn has_cx16() -> bool {
-    false
-}
-
-#[cfg(target_arch = "x86_64")]
-fn has_avx() -> bool {
-    std::arch::is_x86_feature_detected!("avx")
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn has_avx() -> bool {
-    false
 }

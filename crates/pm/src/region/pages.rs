@@ -224,9 +224,11 @@ impl Pm {
     /// Advises the kernel to back the mapping with transparent huge pages; a
     /// refusal (no THP in this kernel, or a mapping that cannot take it) is
     /// harmless: 4 KiB pages then. Anonymous regions are not advised (the crash
-    /// explorer's many copies would each zero 2 MiB per first touch).
+    /// explorer's many copies would each zero 2 MiB per first touch), nor any
+    /// mapping under `MNEMOFS_HUGE_PAGES=off`.
     pub(super) fn advise_huge(&mut self) {
-        if self.mode == MapMode::Anonymous {
+        let off = crate::HostChoices::get().is_ok_and(|h| !h.huge_pages);
+        if self.mode == MapMode::Anonymous || off {
             return;
         }
         // SAFETY: `[base, base + len)` is exactly our mapping; MADV_HUGEPAGE only

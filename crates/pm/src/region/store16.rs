@@ -5,6 +5,7 @@
 use super::Pm;
 #[cfg(target_arch = "x86_64")]
 use crate::flush::{flush_line, sfence, FlushKind};
+use crate::host::Store16Insn;
 #[cfg(target_arch = "x86_64")]
 use crate::profile::SpinClock;
 use crate::trace::StoreKind;
@@ -55,11 +56,11 @@ impl Pm {
         let p = self.ptr(off, 16) as *mut u128;
         #[cfg(target_arch = "x86_64")]
         {
-            if self.has_avx {
+            if self.store16 == Store16Insn::Sse {
                 // SAFETY: `p` is 16-aligned and in bounds; AVX (hence SSE2) is present;
                 // no other thread accesses the word meanwhile (the caller's contract).
                 unsafe { store_u128_sse(p, v) };
-            } else if self.has_cx16 {
+            } else if self.store16 == Store16Insn::Cmpxchg16b {
                 // SAFETY: `p` is 16-aligned and in bounds; cmpxchg16b is available; no
                 // other thread accesses the word meanwhile (the caller's contract).
                 unsafe { store_u128_cx16(p, v) };
@@ -153,12 +154,17 @@ impl Pm {
     /// Only for a quiescent region: every word at `offs` must be 16-aligned (else
     /// this panics) and zero (it is only ever rewritten with zero, so a crash
     /// meanwhile changes nothing). Bypasses the counters and the tracer. Without
-    /// offsets, or off x86-64, returns [`Store16::Cached`].
+    /// offsets, or off x86-64, returns [`Store16::Cached`]; where
+    /// `MNEMOFS_DESC_STORE` names a way ([`crate::HostChoices`]), returns it without
+    /// measuring.
     ///
     /// # Safety
     /// No other thread may access any byte of the 16-byte words at `offs` while this
     /// call runs.
     pub unsafe fn calibrate_store16(&self, offs: &[u64]) -> Store16 {
+        if let Some(forced) = self.forced_desc_store {
+            return forced;
+        }
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{_mm_clflush, _mm_mfence, _mm_prefetch, _MM_HINT_T0};
@@ -197,9 +203,9 @@ impl Pm {
                             // SAFETY: as above; the same instruction as `store_u128`
                             // (AVX or cmpxchg16b checked here as there).
                             unsafe {
-                                if self.has_avx {
+                                if self.store16 == Store16Insn::Sse {
                                     store_u128_sse(p, 0)
-                                } else if self.has_cx16 {
+                                } else if self.store16 == Store16Insn::Cmpxchg16b {
                                     store_u128_cx16(p, 0)
                                 } else {
                                     std::ptr::write_volatile(p, 0)

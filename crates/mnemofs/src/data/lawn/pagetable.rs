@@ -38,10 +38,11 @@ fn home(k: u64, mask: usize) -> usize {
 
 /// Asks the kernel to back the whole 2 MiB pages inside `[addr, addr + len)` with
 /// huge pages (transparent huge pages in `madvise` mode): a hint, refused advice
-/// leaves 4 KiB pages. Below 4 MiB nothing is asked.
+/// leaves 4 KiB pages. Below 4 MiB, or under `MNEMOFS_HUGE_PAGES=off`
+/// ([`pm::HostChoices`]), nothing is asked.
 pub(crate) fn advise_huge(addr: usize, len: usize) {
     const HUGE: usize = 2 << 20;
-    if len < 2 * HUGE {
+    if len < 2 * HUGE || pm::HostChoices::get().is_ok_and(|h| !h.huge_pages) {
         return;
     }
     let start = addr.next_multiple_of(HUGE);
