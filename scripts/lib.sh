@@ -19,6 +19,8 @@ SERVER_PID=
 # server (`mnemofs mds`) of the image, both on this host (docs/CLUSTER.md), with
 # MNEMOFS_COMMIT=sync (default) or delayed commits.
 CLUSTER=${MNEMOFS_CLUSTER:-0}
+# MNEMOFS_MOUNT_ARGS: more `mnemofs mount` flags, e.g. "--preset nova".
+read -ra MOUNT_ARGS <<<"${MNEMOFS_MOUNT_ARGS:-}"
 MDS_PID=
 
 die() { echo "error: $*" >&2; exit 1; }
@@ -61,9 +63,9 @@ mount_fresh() {
       kill -0 "$MDS_PID" 2>/dev/null || { cat "$log.mds" >&2; return 1; }
       sleep 0.1
     done
-    "$MNEMOFS" mount --mds "127.0.0.1:$port" --data "$img" --commit "${MNEMOFS_COMMIT:-sync}" "$mnt" --foreground >"$log" 2>&1 &
+    "$MNEMOFS" mount --mds "127.0.0.1:$port" --data "$img" --commit "${MNEMOFS_COMMIT:-sync}" "${MOUNT_ARGS[@]}" "$mnt" --foreground >"$log" 2>&1 &
   else
-    "$MNEMOFS" mount "$img" "$mnt" --foreground >"$log" 2>&1 &
+    "$MNEMOFS" mount "$img" "$mnt" --foreground "${MOUNT_ARGS[@]}" >"$log" 2>&1 &
   fi
   SERVER_PID=$!
   for _ in $(seq 100); do

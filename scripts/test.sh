@@ -2,7 +2,9 @@
 # The mnemofs test suite: the host facts it depends on (at the start, and what a
 # default mount chose once the build exists), setup, fmt, clippy, build,
 # unit/integration tests with the host's choices and again with each choice forced
-# both ways (scripts/test-forced.sh), the crash explorer's budget, the hostile-image fuzzer (20,000 images, and fsck on
+# both ways (scripts/test-forced.sh), the crash explorer's budget,
+# the hang test (mixed mmap/direct/buffered I/O under a watchdog, on the default
+# preset, nova and a delayed cluster client), the hostile-image fuzzer (20,000 images, and fsck on
 # 1,000), pjdfstest, fsx, and both again on a cluster client mount (pjdfstest
 # with delayed commits, fsx with each commit mode, two clients reading each
 # other's fsynced files). Stops at the first failing step;
@@ -25,6 +27,7 @@ STEPS=(
   "bash scripts/fuzz.sh"
   "bash scripts/pjdfstest.sh"
   "bash scripts/fsx.sh"
+  "bash scripts/hang-test.sh"
   "env MNEMOFS_CLUSTER=1 MNEMOFS_COMMIT=delayed bash scripts/pjdfstest.sh"
   "env MNEMOFS_CLUSTER=1 MNEMOFS_COMMIT=sync bash scripts/fsx.sh"
   "env MNEMOFS_CLUSTER=1 MNEMOFS_COMMIT=delayed bash scripts/fsx.sh"

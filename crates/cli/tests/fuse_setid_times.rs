@@ -29,6 +29,59 @@ fn append_as_nobody(path: &std::path::Path) {
     );
 }
 
+/// `stat -c %a` of `path` (a process of its own, as a user would look).
+fn stat_mode(path: &std::path::Path) -> String {
+    let o = Command::new("stat")
+        .args(["-c", "%a"])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+#[test]
+fn stat_right_after_a_non_owners_write_shows_the_set_id_bits_gone() {
+    // The kernel caches the mode it was told at chmod for up to the attribute TTL
+    // (a second); the daemon clears the bits behind its back during the write, so it
+    // must have the kernel drop those attributes before the write returns.
+    let e = common::env("64M");
+    common::mount(&e);
+    for i in 0..20 {
+        let p = e.mnt.join(format!("s{i}"));
+        std::fs::write(&p, b"data").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o6777)).unwrap();
+        assert_eq!(stat_mode(&p), "6777");
+        // An overwrite in place (not an append) by nobody.
+        let o = Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--",
+                "dd",
+                "bs=1",
+                "seek=1",
+                "conv=notrunc",
+                "status=none",
+            ])
+            .arg(format!("of={}", p.display()))
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                std::io::Write::write_all(c.stdin.as_mut().unwrap(), b"y")?;
+                drop(c.stdin.take());
+                c.wait_with_output()
+            })
+            .unwrap();
+        assert!(o.status.success(), "dd as nobody");
+        assert_eq!(stat_mode(&p), "777", "round {i}");
+    }
+    common::unmount(&e);
+    common::fsck_clean(&e);
+}
+
 #[test]
 fn set_id_bits_and_truncate_times() {
     let e = common::env("64M");

@@ -266,11 +266,11 @@ fn in_group(req: &Request, gid: u32) -> bool {
 
 impl<E: FileSystem + 'static> MnemoFuse<E> {
     /// Clears the set-id bits a write by an unprivileged process removes, when the
-    /// file has them (one setattr commit; nothing otherwise).
-    fn kill_setid(&self, req: &Request, ino: u64) -> mnemofs::Result<()> {
+    /// file has them (one setattr commit; nothing otherwise); says whether it did.
+    fn kill_setid(&self, req: &Request, ino: u64) -> mnemofs::Result<bool> {
         let a = self.fs.getattr(ino)?;
         if a.mode & (libc::S_ISUID | libc::S_ISGID) == 0 {
-            return Ok(());
+            return Ok(false);
         }
         let keep = setid_killed(a.mode, in_group(req, a.gid));
         if keep != a.mode & 0o7777 {
@@ -281,8 +281,9 @@ impl<E: FileSystem + 'static> MnemoFuse<E> {
                     ..Default::default()
                 },
             )?;
+            return Ok(true);
         }
-        Ok(())
+        Ok(false)
     }
 }
 
@@ -535,9 +536,11 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         // direct-I/O mode; with the page cache it changes the mode itself) clears
         // set-user-ID, and set-group-ID when group-exec is set, as Linux file
         // systems do, before its data lands.
+        let mut setid_killed = false;
         if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
-            if let Err(e) = self.kill_setid(req, ino.0) {
-                return reply.error(errno(&e));
+            match self.kill_setid(req, ino.0) {
+                Ok(killed) => setid_killed = killed,
+                Err(e) => return reply.error(errno(&e)),
             }
         }
         let append = if self.write_flags_known {
@@ -554,8 +557,18 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         };
         match res {
             Ok(n) => {
-                // Pages page-cache readers hold: dropped before the reply.
-                self.cache.changed(ino.0);
+                // Pages page-cache readers hold: dropped before the reply; not for
+                // a write-back of the kernel's own cached page (it holds these
+                // bytes already, and an invalidation may be waiting for this
+                // very write: crate::pagecache).
+                if !write_flags.contains(WriteFlags::FUSE_WRITE_CACHE) {
+                    self.cache.changed(ino.0);
+                }
+                if setid_killed {
+                    // The kernel keeps the mode it cached; `stat` right after this
+                    // write must show the bits gone.
+                    self.cache.attributes_changed(ino.0);
+                }
                 reply.written(u32::try_from(n).unwrap_or(u32::MAX))
             }
             Err(e) => reply.error(errno(&e)),

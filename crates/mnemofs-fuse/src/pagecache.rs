@@ -21,18 +21,33 @@
 //! inode number (a shared bit only costs a needless invalidation), so a write looks
 //! at one word and nothing else when no page-cache reader exists.
 //!
-//! The kernel waits, inside an invalidation, for reads of the same pages still in
-//! flight, which a daemon thread must answer. So that a burst of invalidations can
-//! never hold every daemon thread, they run on one thread of their own and a
-//! writer waits for its invalidation at most [`INVAL_WAIT`]; that bound is reached
-//! only when every daemon thread is waiting this way (then the writes are answered
-//! and their invalidations complete right after; the mount never deadlocks).
+//! The kernel, inside an invalidation, waits for what only a daemon thread can
+//! finish: READs of the same pages still in flight, and the write-back of dirty
+//! pages of a shared writable mapping (`fuse_launder_folio` sends each as a WRITE
+//! and waits for its answer). So no request thread ever sends an invalidation: they
+//! run on a thread of their own (`mnemofs-inval`), and a request thread never waits
+//! for anything that thread does without a bound:
+//!
+//! - a writer hands its inode to the thread through an unbounded set (an inode
+//!   already waiting is not queued twice: its invalidation has not started, so it
+//!   covers the new write too) and waits for the invalidation at most
+//!   [`INVAL_WAIT`]; the bound is reached only when the invalidation itself waits on
+//!   requests (then the writer is answered first, and the invalidation completes
+//!   right after);
+//! - a WRITE the kernel sends from its page cache (`FUSE_WRITE_CACHE`: write-back of
+//!   a mapped or cached page) invalidates nothing (the cached page is the written
+//!   data), so write-back, which an invalidation may wait for, never waits for one.
+//!
+//! Before this, writers queued on a bounded channel: with the invalidation thread
+//! waiting in the kernel for a mapped page's write-back, the channel filled, every
+//! request thread blocked sending, nobody answered the write-back, and the mount
+//! wedged for good (docs/ARCHITECTURE.md, "Page cache and invalidation").
 
 use fuser::{INodeNo, Notifier};
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::{Mutex, OnceLock};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 /// Bits of the mark table (inode numbers hash onto them).
 const MARK_BITS: usize = 1 << 20;
@@ -40,20 +55,36 @@ const MARK_BITS: usize = 1 << 20;
 /// The longest a writer waits for its invalidation (see the module doc).
 pub const INVAL_WAIT: Duration = Duration::from_millis(200);
 
-/// One invalidation and the writer waiting for it.
-struct Inval {
-    ino: u64,
-    offset: i64,
-    len: i64,
-    done: SyncSender<()>,
+/// Inodes waiting for their invalidation, in order, each once, with the sequence
+/// number of its turn; and how far the thread has come.
+#[derive(Default)]
+struct Queue {
+    order: VecDeque<u64>,
+    turn: HashMap<u64, u64>,
+    /// Sequence number of the next inode queued.
+    next: u64,
+    /// Every turn below this one is done.
+    done: u64,
+    /// The invalidation thread runs.
+    started: bool,
+}
+
+#[derive(Default)]
+struct Shared {
+    q: Mutex<Queue>,
+    /// Signalled when an inode is queued (the thread waits on it) and when an
+    /// invalidation is done (writers wait on it).
+    cv: Condvar,
 }
 
 /// Marks of page-cache reads and the invalidation thread.
 pub struct PageCacheTracker {
     marks: Box<[AtomicU64]>,
     notifier: OnceLock<Notifier>,
-    tx: Mutex<Option<SyncSender<Inval>>>,
+    shared: Arc<Shared>,
     invalidations: AtomicU64,
+    /// Writers that stopped waiting at [`INVAL_WAIT`].
+    timeouts: AtomicU64,
 }
 
 impl std::fmt::Debug for PageCacheTracker {
@@ -69,8 +100,9 @@ impl Default for PageCacheTracker {
         PageCacheTracker {
             marks: (0..MARK_BITS / 64).map(|_| AtomicU64::new(0)).collect(),
             notifier: OnceLock::new(),
-            tx: Mutex::new(None),
+            shared: Arc::default(),
             invalidations: AtomicU64::new(0),
+            timeouts: AtomicU64::new(0),
         }
     }
 }
@@ -115,43 +147,72 @@ impl PageCacheTracker {
             return;
         }
         self.marks[w].fetch_and(!b, Ordering::SeqCst);
-        self.invalidate(ino, 0, 0);
+        self.invalidate(ino);
     }
 
-    fn invalidate(&self, ino: u64, offset: u64, len: u64) {
+    /// Has the kernel drop every cached page of `ino`, on the invalidation thread;
+    /// waits for it at most [`INVAL_WAIT`].
+    fn invalidate(&self, ino: u64) {
         let Some(notifier) = self.notifier.get() else {
             return;
         };
-        let tx = {
-            let mut g = self.tx.lock().unwrap_or_else(|e| e.into_inner());
-            if g.is_none() {
-                let (tx, rx) = sync_channel::<Inval>(64);
-                let n = notifier.clone();
-                let spawned = std::thread::Builder::new()
-                    .name("mnemofs-inval".into())
-                    .spawn(move || invalidator(&n, &rx));
-                if spawned.is_err() {
-                    // No thread: invalidate on this one.
-                    drop(g);
-                    let _ = notifier.inval_inode(INodeNo(ino), to_i64(offset), to_i64(len));
-                    return;
-                }
-                *g = Some(tx);
+        let sh = &self.shared;
+        let mut q = sh.q.lock().unwrap_or_else(|e| e.into_inner());
+        if !q.started {
+            let n = notifier.clone();
+            let shared = sh.clone();
+            let spawned = std::thread::Builder::new()
+                .name("mnemofs-inval".into())
+                .spawn(move || invalidator(&n, &shared));
+            if spawned.is_err() {
+                // No thread: this write's pages stay cached until a later write
+                // finds a thread (never invalidate on a request thread).
+                return;
             }
-            g.as_ref().cloned()
-        };
-        let Some(tx) = tx else { return };
-        let (done, wait) = sync_channel(1);
-        let job = Inval {
-            ino,
-            offset: to_i64(offset),
-            len: to_i64(len),
-            done,
-        };
-        if tx.send(job).is_ok() {
-            self.invalidations.fetch_add(1, Ordering::Relaxed);
-            let _ = wait.recv_timeout(INVAL_WAIT);
+            q.started = true;
         }
+        let mine = match q.turn.get(&ino) {
+            // Queued and not started: its invalidation covers this write too.
+            Some(&t) => t,
+            None => {
+                let t = q.next;
+                q.next += 1;
+                q.turn.insert(ino, t);
+                q.order.push_back(ino);
+                self.invalidations.fetch_add(1, Ordering::Relaxed);
+                sh.cv.notify_all();
+                t
+            }
+        };
+        let deadline = Instant::now() + INVAL_WAIT;
+        while q.done <= mine {
+            let now = Instant::now();
+            if now >= deadline {
+                self.timeouts.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            q = sh
+                .cv
+                .wait_timeout(q, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Has the kernel drop its cached attributes of `ino` (not its pages: nothing
+    /// in that waits for a request, so any thread may send it). For changes the
+    /// kernel does not expect from a request, e.g. set-id bits a write cleared.
+    pub fn attributes_changed(&self, ino: u64) {
+        if let Some(n) = self.notifier.get() {
+            // A negative offset: attributes only (the kernel's
+            // fuse_reverse_inval_inode). ENOENT: the kernel has no such inode.
+            let _ = n.inval_inode(INodeNo(ino), -1, 0);
+        }
+    }
+
+    /// Writers that stopped waiting for their invalidation at [`INVAL_WAIT`].
+    pub fn timeouts(&self) -> u64 {
+        self.timeouts.load(Ordering::Relaxed)
     }
 
     /// Invalidations sent so far.
@@ -160,15 +221,25 @@ impl PageCacheTracker {
     }
 }
 
-fn to_i64(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
-}
-
-fn invalidator(n: &Notifier, rx: &Receiver<Inval>) {
-    while let Ok(j) = rx.recv() {
-        // ENOENT: the kernel no longer has the inode (nothing cached).
-        let _ = n.inval_inode(INodeNo(j.ino), j.offset, j.len);
-        let _ = j.done.try_send(());
+/// The invalidation thread: takes the queue's inodes in order; each turn is done
+/// once the kernel has dropped the inode's pages.
+fn invalidator(n: &Notifier, sh: &Shared) {
+    let mut q = sh.q.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let Some(ino) = q.order.pop_front() else {
+            q = sh.cv.wait(q).unwrap_or_else(|e| e.into_inner());
+            continue;
+        };
+        // Out of the set before it starts: a write from now on queues anew.
+        let turn = q.turn.remove(&ino).unwrap_or(q.done);
+        drop(q);
+        // May wait in the kernel for READs and write-back WRITEs, which request
+        // threads answer (none of them waits on this without a bound). ENOENT: the
+        // kernel no longer has the inode (nothing cached).
+        let _ = n.inval_inode(INodeNo(ino), 0, 0);
+        q = sh.q.lock().unwrap_or_else(|e| e.into_inner());
+        q.done = q.done.max(turn + 1);
+        sh.cv.notify_all();
     }
 }
 
