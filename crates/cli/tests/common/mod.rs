@@ -26,6 +26,11 @@ pub struct Env {
 }
 
 pub fn env(size: &str) -> Env {
+    env_with(size, &[])
+}
+
+/// [`env`], with more `mkfs` flags (e.g. `--cpus 1`).
+pub fn env_with(size: &str, mkfs_flags: &[&str]) -> Env {
     assert!(
         Path::new("/dev/fuse").exists(),
         "these tests need /dev/fuse"
@@ -34,7 +39,9 @@ pub fn env(size: &str) -> Env {
     let img = dir.path().join("img");
     let mnt = dir.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
-    let o = run(&["mkfs", img.to_str().unwrap(), "--size", size]);
+    let mut args = vec!["mkfs", img.to_str().unwrap(), "--size", size];
+    args.extend_from_slice(mkfs_flags);
+    let o = run(&args);
     assert!(
         o.status.success(),
         "mkfs: {}",
