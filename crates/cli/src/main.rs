@@ -83,6 +83,7 @@ mod error;
 mod fsck;
 #[cfg(feature = "crashtest")]
 mod fuzz;
+mod guard;
 mod mds;
 mod mkfs;
 mod modes;
@@ -128,6 +129,9 @@ enum Cmd {
     /// Mutation fuzzer for hostile images: mount, fsck, a workload (exit 0 none, 1 failures, 2 usage)
     #[cfg(feature = "crashtest")]
     Fuzz(fuzz::FuzzArgs),
+    /// (internal) Watch a mount's daemon; abort its connection if it dies mounted
+    #[command(hide = true)]
+    Guard(guard::GuardArgs),
     /// Not in this build (built without the `crashtest` feature): refused, exit 2
     #[cfg(not(feature = "crashtest"))]
     #[command(hide = true, disable_help_flag = true)]
@@ -164,6 +168,7 @@ fn main() {
         Cmd::Mds(a) => mds::run(a).map(|()| 0),
         Cmd::Fsck(a) => fsck::run(a),
         Cmd::Stat(a) => stat::run(a).map(|()| 0),
+        Cmd::Guard(a) => guard::run(a).map(|()| 0),
         Cmd::Bench(a) => bench::run(a),
         #[cfg(feature = "crashtest")]
         Cmd::Crashtest(a) => crashtest::run(a),

@@ -385,6 +385,7 @@ fn serve<E: mnemofs::FileSystem + 'static>(
     let daemon = args.ready_fd.is_some();
     mnemofs_fuse::mount_and_serve_with(Arc::new(fs), mountpoint, cfg, |mp| {
         let _ = MOUNTED_AT.set(mp.to_path_buf());
+        start_guard(mp);
         report_ready_to_parent();
         if daemon {
             note(&format!(
@@ -407,6 +408,27 @@ fn serve<E: mnemofs::FileSystem + 'static>(
         mountpoint.display()
     ));
     Ok(())
+}
+
+/// Starts `mnemofs guard` for this daemon and mount point (crate::guard): if the
+/// daemon dies mounted, it aborts the connection and detaches the mount. Best
+/// effort: without it a dead daemon's mount needs `umount`, as before.
+fn start_guard(mp: &Path) {
+    let Ok(me) = std::env::current_exe() else {
+        return;
+    };
+    let started = std::process::Command::new(me)
+        .arg("guard")
+        .arg("--pid")
+        .arg(std::process::id().to_string())
+        .arg("--")
+        .arg(mp)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .spawn();
+    if let Err(e) = started {
+        note(&format!("mnemofs: cannot start the mount's guard: {e}"));
+    }
 }
 
 /// Takes ownership of the readiness pipe the parent passed.

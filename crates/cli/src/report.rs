@@ -125,6 +125,24 @@ pub fn render_stats(what: &str, v: &Value) -> String {
         s(v, "flush_instruction"),
         u(v, "pm_fences"),
     );
+    if let Some(n) = v.get("requests_in_flight").and_then(Value::as_u64) {
+        // A mount point's daemon adds these (mnemofs-fuse's adapter).
+        let oldest = v
+            .get("oldest_request")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let _ = writeln!(
+            o,
+            "  requests      {n} in flight{}; {} page-cache invalidations, {} writers stopped waiting for theirs",
+            if oldest.is_empty() {
+                String::new()
+            } else {
+                format!(", the oldest {oldest}")
+            },
+            u(v, "page_invalidations"),
+            u(v, "page_invalidation_waits_cut"),
+        );
+    }
     if let Some(h) = v
         .get("host")
         .and_then(Value::as_str)
@@ -303,6 +321,26 @@ mod tests {
             "{t}"
         );
         assert!(t.ends_with("clean mount   yes"));
+    }
+
+    #[test]
+    fn stats_text_shows_a_daemons_requests() {
+        let mut v = serde_json::to_value(sample()).unwrap();
+        let t = render_stats("x", &v);
+        assert!(!t.contains("requests "), "an image has no daemon: {t}");
+        let o = v.as_object_mut().unwrap();
+        o.insert("requests_in_flight".into(), 2.into());
+        o.insert(
+            "oldest_request".into(),
+            "write inode 12 for 31000 ms".into(),
+        );
+        o.insert("page_invalidations".into(), 7.into());
+        o.insert("page_invalidation_waits_cut".into(), 1.into());
+        let t = render_stats("x", &v);
+        assert!(
+            t.contains("  requests      2 in flight, the oldest write inode 12 for 31000 ms; 7 page-cache invalidations, 1 writers stopped waiting for theirs\n"),
+            "{t}"
+        );
     }
 
     #[test]

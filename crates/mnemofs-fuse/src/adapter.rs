@@ -322,6 +322,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let _busy = crate::inflight::enter("lookup", parent.0);
         if name.as_bytes() == b"." {
             // The kernel's export path (open_by_handle_at after it dropped the
             // inode) looks up "." in an inode of any kind: the inode itself, or
@@ -336,10 +337,12 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        let _busy = crate::inflight::enter("forget", ino.0);
         self.fs.forget(ino.0, nlookup);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let _busy = crate::inflight::enter("getattr", ino.0);
         self.reply_attr(reply, self.fs.getattr(ino.0));
     }
 
@@ -361,6 +364,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        let _busy = crate::inflight::enter("setattr", ino.0);
         // A truncate through a file handle (ftruncate) is the same as by inode: an
         // open file stays pinned in the engine even after its last unlink.
         let req = SetAttr {
@@ -382,6 +386,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let _busy = crate::inflight::enter("readlink", ino.0);
         match self.fs.readlink(ino.0) {
             Ok(target) => reply.data(&target),
             Err(e) => reply.error(errno(&e)),
@@ -398,6 +403,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         rdev: u32,
         reply: ReplyEntry,
     ) {
+        let _busy = crate::inflight::enter("mknod", parent.0);
         let node = new_node(req, mode, umask, rdev);
         let res = self.fs.create_node(parent.0, name.as_bytes(), &node);
         self.reply_entry(reply, res);
@@ -412,16 +418,19 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         umask: u32,
         reply: ReplyEntry,
     ) {
+        let _busy = crate::inflight::enter("mkdir", parent.0);
         let node = new_node(req, libc::S_IFDIR | (mode & 0o7777), umask, 0);
         let res = self.fs.create_node(parent.0, name.as_bytes(), &node);
         self.reply_entry(reply, res);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _busy = crate::inflight::enter("unlink", parent.0);
         reply_empty(reply, self.fs.unlink(parent.0, name.as_bytes()));
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _busy = crate::inflight::enter("rmdir", parent.0);
         reply_empty(reply, self.fs.rmdir(parent.0, name.as_bytes()));
     }
 
@@ -433,6 +442,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         target: &Path,
         reply: ReplyEntry,
     ) {
+        let _busy = crate::inflight::enter("symlink", parent.0);
         let res = self.fs.symlink(
             parent.0,
             link_name.as_bytes(),
@@ -453,6 +463,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         flags: fuser::RenameFlags,
         reply: ReplyEmpty,
     ) {
+        let _busy = crate::inflight::enter("rename", parent.0);
         let flags = match rename_flags(flags, req.uid(), req.gid()) {
             Ok(f) => f,
             Err(e) => return reply.error(e),
@@ -475,10 +486,12 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
+        let _busy = crate::inflight::enter("link", ino.0);
         self.reply_entry(reply, self.fs.link(ino.0, newparent.0, newname.as_bytes()));
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let _busy = crate::inflight::enter("open", ino.0);
         match self.fs.open(ino.0) {
             Ok(()) if self.cached_open(flags.0) => {
                 // The page cache, kept across opens: every cached page came through
@@ -502,6 +515,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        let _busy = crate::inflight::enter("read", ino.0);
         if fh.0 & FH_CACHED != 0 {
             // Before the engine read: a write that changes these bytes after it
             // then invalidates what this read puts in the page cache.
@@ -532,6 +546,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        let _busy = crate::inflight::enter("write", ino.0);
         // A writer without CAP_FSETID (the kernel says so with this flag, in the
         // direct-I/O mode; with the page cache it changes the mode itself) clears
         // set-user-ID, and set-group-ID when group-exec is set, as Linux file
@@ -583,6 +598,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
+        let _busy = crate::inflight::enter("flush", ino.0);
         if !self.fs.durable_on_return() {
             // Background work (delayed commits): close(2) reports its errors.
             return match self.fs.close_check(ino.0) {
@@ -606,6 +622,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        let _busy = crate::inflight::enter("release", ino.0);
         reply_empty(reply, self.fs.release(ino.0));
     }
 
@@ -617,6 +634,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        let _busy = crate::inflight::enter("fsync", ino.0);
         if !self.fs.durable_on_return() {
             // Writes may still be on their way (delayed commits): fsync waits.
             return match self.fs.fsync(ino.0) {
@@ -633,6 +651,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
     }
 
     fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let _busy = crate::inflight::enter("opendir", 0);
         // Directory streams are stateless: readdir offsets are the engine's stable
         // entry offsets.
         reply.opened(FileHandle(0), FopenFlags::empty());
@@ -646,6 +665,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
+        let _busy = crate::inflight::enter("readdir", ino.0);
         let mut offset = offset;
         let mut added = false;
         loop {
@@ -683,6 +703,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
+        let _busy = crate::inflight::enter("releasedir", 0);
         reply.ok();
     }
 
@@ -694,6 +715,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        let _busy = crate::inflight::enter("fsyncdir", ino.0);
         if !self.fs.durable_on_return() {
             return match self.fs.fsync(ino.0) {
                 Ok(()) => reply.ok(),
@@ -705,6 +727,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let _busy = crate::inflight::enter("statfs", 0);
         let s = self.fs.statfs();
         reply.statfs(
             s.blocks,
@@ -728,6 +751,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         position: u32,
         reply: ReplyEmpty,
     ) {
+        let _busy = crate::inflight::enter("setxattr", ino.0);
         if position != 0 {
             // macOS resource forks only.
             return reply.error(Errno::EINVAL);
@@ -757,8 +781,35 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let _busy = crate::inflight::enter("getxattr", ino.0);
         if ino.0 == ROOT_INO && name.as_bytes() == STATS_XATTR.as_bytes() {
-            return match serde_json::to_vec(&self.fs.stats()) {
+            let mut v = match serde_json::to_value(self.fs.stats()) {
+                Ok(v) => v,
+                Err(_) => return reply.error(Errno::EIO),
+            };
+            if let Some(o) = v.as_object_mut() {
+                // The daemon's own side: requests in flight (not this one) and the
+                // page-cache invalidations.
+                let me = std::thread::current().name().map(str::to_string);
+                let reqs: Vec<_> = crate::inflight::snapshot()
+                    .into_iter()
+                    .filter(|r| Some(&r.thread) != me.as_ref())
+                    .collect();
+                o.insert("requests_in_flight".into(), reqs.len().into());
+                let oldest = reqs.first().map_or(String::new(), |r| {
+                    format!("{} inode {} for {} ms", r.op, r.ino, r.age.as_millis())
+                });
+                o.insert("oldest_request".into(), oldest.into());
+                o.insert(
+                    "page_invalidations".into(),
+                    self.cache.invalidations().into(),
+                );
+                o.insert(
+                    "page_invalidation_waits_cut".into(),
+                    self.cache.timeouts().into(),
+                );
+            }
+            return match serde_json::to_vec(&v) {
                 Ok(json) => reply_xattr_value(reply, size, &json),
                 Err(_) => reply.error(Errno::EIO),
             };
@@ -770,6 +821,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let _busy = crate::inflight::enter("listxattr", ino.0);
         // The stats attribute is not listed (it is not a stored attribute, and
         // copying tools must not try to replicate it).
         match self.fs.listxattr(ino.0) {
@@ -779,10 +831,12 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _busy = crate::inflight::enter("removexattr", ino.0);
         reply_empty(reply, self.fs.removexattr(ino.0, name.as_bytes()));
     }
 
     fn access(&self, _req: &Request, _ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
+        let _busy = crate::inflight::enter("access", 0);
         // Mounted with default_permissions: the kernel checks access itself.
         reply.ok();
     }
@@ -797,6 +851,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        let _busy = crate::inflight::enter("create", parent.0);
         let node = new_node(req, libc::S_IFREG | (mode & 0o7777), umask, 0);
         let attr = match self.fs.create_node(parent.0, name.as_bytes(), &node) {
             Ok(attr) => attr,
@@ -827,6 +882,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        let _busy = crate::inflight::enter("fallocate", ino.0);
         let r = self.fs.fallocate(ino.0, offset, length, mode);
         if r.is_ok() {
             self.cache.changed(ino.0);

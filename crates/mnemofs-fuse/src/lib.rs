@@ -6,6 +6,7 @@
 
 mod adapter;
 mod convert;
+pub mod inflight;
 pub mod mountpoint;
 pub mod pagecache;
 mod serve;

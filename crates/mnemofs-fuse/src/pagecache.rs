@@ -72,6 +72,8 @@ struct Queue {
 #[derive(Default)]
 struct Shared {
     q: Mutex<Queue>,
+    /// The inode the invalidation thread is invalidating, and since when.
+    busy: Mutex<Option<(u64, Instant)>>,
     /// Signalled when an inode is queued (the thread waits on it) and when an
     /// invalidation is done (writers wait on it).
     cv: Condvar,
@@ -210,6 +212,27 @@ impl PageCacheTracker {
         }
     }
 
+    /// What the invalidation thread is doing, in words (the watchdog's report).
+    pub fn describe(&self) -> String {
+        let busy = *self.shared.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let queued = self.shared.q.lock().map_or(0, |q| q.order.len());
+        let now = match busy {
+            Some((ino, t)) => format!(
+                "invalidating inode {ino} for {} ms (the kernel may be waiting for a \
+                 write-back WRITE of a mapped page)",
+                t.elapsed().as_millis()
+            ),
+            None => "idle".into(),
+        };
+        format!(
+            "page-cache invalidation thread: {now}; {queued} queued, {} sent, {} writers \
+             stopped waiting at {} ms",
+            self.invalidations(),
+            self.timeouts(),
+            INVAL_WAIT.as_millis()
+        )
+    }
+
     /// Writers that stopped waiting for their invalidation at [`INVAL_WAIT`].
     pub fn timeouts(&self) -> u64 {
         self.timeouts.load(Ordering::Relaxed)
@@ -236,7 +259,9 @@ fn invalidator(n: &Notifier, sh: &Shared) {
         // May wait in the kernel for READs and write-back WRITEs, which request
         // threads answer (none of them waits on this without a bound). ENOENT: the
         // kernel no longer has the inode (nothing cached).
+        *sh.busy.lock().unwrap_or_else(|e| e.into_inner()) = Some((ino, Instant::now()));
         let _ = n.inval_inode(INodeNo(ino), 0, 0);
+        *sh.busy.lock().unwrap_or_else(|e| e.into_inner()) = None;
         q = sh.q.lock().unwrap_or_else(|e| e.into_inner());
         q.done = q.done.max(turn + 1);
         sh.cv.notify_all();
