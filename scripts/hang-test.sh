@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The hang test: mixed mmap, direct and buffered I/O on shared files (the mix of
 # xfstests generic/095: scripts/hang/mixed-io.fio), then every engine writing and
-# verifying a file of its own (scripts/hang/verify.fio), on a fresh mount of each
+# verifying a file of its own (scripts/hang/verify.fio), then the family's other
+# stress tests at once (scripts/hang/stress.py: mmap writers against truncate,
+# msync under O_DIRECT writers, fsync of a mapped file, splice and copy_file_range,
+# fork with a shared writable mapping; each checks its own data), on a fresh mount of each
 # configuration: the default preset, --preset nova, and a cluster client with
-# delayed commits. Each round runs under a watchdog: if fio has not finished within
+# delayed commits. Each phase runs under a watchdog: if it has not finished within
 # HANG_BOUND seconds, the step fails after printing the daemon's threads (name,
 # wait channel, kernel stack) and every blocked task's kernel stack, then aborts the FUSE connection and unmounts lazily, so a hang never
 # hangs the suite. After each round the image is unmounted and fsck'd.
@@ -66,27 +69,37 @@ report_and_abort() {
   SERVER_PID='' MDS_PID=''
 }
 
-# run_fio JOBFILE: fio over the mount, under the watchdog; 0, or 1 on a hang or an
-# error fio reports.
-run_fio() {
-  local out=$WORK/fio.out start=$SECONDS
-  (cd "$MNT" && MNT=$MNT RUNTIME=$RUNTIME exec fio "$1" --output="$out") &
-  local fio=$!
-  while kill -0 "$fio" 2>/dev/null; do
+# watched NAME CMD...: CMD (in the mount, output to $WORK/NAME.out) under the
+# watchdog; 0, or 1 on a hang or a failure of CMD.
+watched() {
+  local name=$1 out=$WORK/$1.out start=$SECONDS
+  shift
+  (cd "$MNT" && exec "$@" >"$out" 2>&1) &
+  local job=$!
+  while kill -0 "$job" 2>/dev/null; do
     if ((SECONDS - start >= BOUND)); then
       report_and_abort
-      kill -KILL "$fio" 2>/dev/null || true
-      pkill -KILL -f "fio $1" 2>/dev/null || true
+      kill -KILL "$job" 2>/dev/null || true
+      pkill -KILL -f "$ROOT/scripts/hang/" 2>/dev/null || true
       return 1
     fi
     sleep 0.5
   done
-  if ! wait "$fio"; then
-    echo "==== fio $(basename "$1") failed:"
-    grep -E 'err=|verify|error' "$out" | head -20
+  if ! wait "$job"; then
+    echo "==== $name failed:"
+    grep -E 'err=|verify|error|differs|worker' "$out" | head -20
     return 1
   fi
-  echo "fio $(basename "$1"): $(grep -cE 'err= 0' "$out") jobs without error in $((SECONDS - start)) s"
+  local what
+  what=$(grep -E '^stress:' "$out" || echo "$(grep -cE 'err= 0' "$out") fio jobs without error")
+  echo "$name: finished in $((SECONDS - start)) s: ${what#stress: }"
+}
+
+# The round's three phases: the mix, the verifying pass, the other stress tests.
+phases() {
+  MNT=$MNT RUNTIME=$RUNTIME watched mixed-io fio "$ROOT/scripts/hang/mixed-io.fio" &&
+    MNT=$MNT watched verify fio "$ROOT/scripts/hang/verify.fio" &&
+    watched stress python3 "$ROOT/scripts/hang/stress.py" "$MNT" "$RUNTIME"
 }
 
 failed=0
@@ -102,7 +115,7 @@ for cfg in "${CONFIGS[@]}"; do
   for round in $(seq "$ROUNDS"); do
     echo "--- hang test $cfg, round $round of $ROUNDS"
     mount_fresh "$IMG" "$MNT" "$WORK/server.log" >/dev/null
-    if run_fio "$ROOT/scripts/hang/mixed-io.fio" && run_fio "$ROOT/scripts/hang/verify.fio"; then
+    if phases; then
       finish "$MNT" "$IMG" "$WORK/server.log" >"$WORK/finish.out" 2>&1 || {
         cat "$WORK/finish.out"
         failed=1

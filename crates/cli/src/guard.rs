@@ -9,8 +9,10 @@
 //! hangs. Aborting the connection (`/sys/fs/fuse/connections/N/abort`) fails every
 //! request with ENOTCONN and wakes them all; the stuck thread then ends too.
 //!
-//! The daemon starts the guard once mounted (`mount.rs`). It checks once a second,
-//! exits when the mount is gone, and needs root (the abort file and umount2); as
+//! The daemon starts the guard once mounted (`mount.rs`) and stops it when it ends
+//! its mount itself (a connection number is reused by the next mount, which must
+//! not look like this one). The guard notes the mount's connection, checks once a
+//! second, exits when that connection is no longer mounted there, and needs root (the abort file and umount2); as
 //! another user it exits at once.
 
 use crate::error::CliResult;
@@ -59,11 +61,16 @@ pub fn run(a: &GuardArgs) -> CliResult<()> {
     if unsafe { libc::geteuid() } != 0 {
         return Ok(());
     }
+    let mounts = || std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    // The daemon's own connection, as mounted when it started this guard; a later
+    // mount on the same mount point is another daemon's, and none of this one's.
+    let Some(conn) = connection_of(&mounts(), &a.mountpoint) else {
+        return Ok(());
+    };
     loop {
-        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let Some(conn) = connection_of(&info, &a.mountpoint) else {
+        if connection_of(&mounts(), &a.mountpoint) != Some(conn) {
             return Ok(());
-        };
+        }
         if dead(a.pid) {
             let abort = format!("/sys/fs/fuse/connections/{conn}/abort");
             if !Path::new(&abort).exists() {

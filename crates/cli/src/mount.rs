@@ -383,7 +383,7 @@ fn serve<E: mnemofs::FileSystem + 'static>(
     what: &str,
 ) -> CliResult<()> {
     let daemon = args.ready_fd.is_some();
-    mnemofs_fuse::mount_and_serve_with(Arc::new(fs), mountpoint, cfg, |mp| {
+    let served = mnemofs_fuse::mount_and_serve_with(Arc::new(fs), mountpoint, cfg, |mp| {
         let _ = MOUNTED_AT.set(mp.to_path_buf());
         start_guard(mp);
         report_ready_to_parent();
@@ -401,8 +401,9 @@ fn serve<E: mnemofs::FileSystem + 'static>(
                 mp.display()
             ));
         }
-    })
-    .map_err(|e| CliError::new(e.to_string()))?;
+    });
+    stop_guard();
+    served.map_err(|e| CliError::new(e.to_string()))?;
     note(&format!(
         "mnemofs: {} unmounted cleanly",
         mountpoint.display()
@@ -426,8 +427,21 @@ fn start_guard(mp: &Path) {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .spawn();
-    if let Err(e) = started {
-        note(&format!("mnemofs: cannot start the mount's guard: {e}"));
+    match started {
+        Ok(child) => *GUARD.lock().unwrap_or_else(|e| e.into_inner()) = Some(child),
+        Err(e) => note(&format!("mnemofs: cannot start the mount's guard: {e}")),
+    }
+}
+
+/// The mount's guard, while it runs.
+static GUARD: std::sync::Mutex<Option<std::process::Child>> = std::sync::Mutex::new(None);
+
+/// Stops the guard: the daemon ends its mount itself, and the guard must not act on
+/// a later mount of the same mount point (connection numbers are reused).
+fn stop_guard() {
+    if let Some(mut g) = GUARD.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        let _ = g.kill();
+        let _ = g.wait();
     }
 }
 
