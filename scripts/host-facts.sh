@@ -18,7 +18,7 @@ thp=$(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo "not a
 shm=$(awk '$2 == "/dev/shm" { print $4 }' /proc/mounts | head -1)
 shm_free=$(df -Pm /dev/shm 2>/dev/null | awk 'NR == 2 { print $4 " MiB free" }' || true)
 echo "host: THP $thp; /dev/shm ${shm:-not mounted} (${shm_free:-?})"
-nodes=$(find /sys/devices/system/node -maxdepth 1 -name 'node[0-9]*' 2>/dev/null | wc -l)
+nodes=$( (find /sys/devices/system/node -maxdepth 1 -name 'node[0-9]*' 2>/dev/null || true) | wc -l)
 echo "host: $nodes NUMA node(s); kernel $(uname -r)"
 forced=$(env | grep -E '^MNEMOFS_(FLUSH|AVX|DESC_STORE|HUGE_PAGES|CLOCK|CPUS)=' | sort | paste -sd" " || true)
 echo "host: forced by the environment: ${forced:-nothing}"

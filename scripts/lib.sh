@@ -128,5 +128,6 @@ finish() {
 cleanup() {
   stop_server "$1" >/dev/null 2>&1 || true
   rmdir "$1" 2>/dev/null || true
-  rm -rf "$2" "$3"
+  # (Not into a mount point still mounted: an unmount that failed leaves it.)
+  rm -rf --one-file-system "$2" "$3"
 }

@@ -116,14 +116,22 @@ def copier(dirname, worker, deadline):
         fo = os.open(dst, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         left = len(data)
         while left:
-            left -= os.copy_file_range(fi, fo, left)
+            n = os.copy_file_range(fi, fo, left)
+            if n == 0:
+                raise OSError(f"copy_file_range copied nothing with {left} bytes left")
+            left -= n
         os.lseek(fi, 0, 0)
         os.lseek(fo, 0, 0)
         r, w = os.pipe()
         moved = 0
         while moved < len(data):
             n = os.splice(fi, w, 65536)
-            moved += os.splice(r, fo, n)
+            if n == 0:
+                raise OSError(f"splice read nothing with {len(data) - moved} bytes left")
+            while n:  # drain the pipe: a splice out may move less
+                k = os.splice(r, fo, n)
+                n -= k
+                moved += k
         os.close(r)
         os.close(w)
         os.close(fi)

@@ -25,15 +25,19 @@ pub struct GuardArgs {
     /// The daemon's pid
     #[arg(long)]
     pub pid: u32,
+    /// The daemon's FUSE connection (the mount's device minor, as the daemon saw it)
+    #[arg(long)]
+    pub conn: u32,
     /// The mount point
     pub mountpoint: PathBuf,
 }
 
-/// The FUSE connection of the mnemofs mount at `mountpoint` (its device's minor
-/// number), from mountinfo (a stat of a wedged mount would hang).
+/// The FUSE connection of the mount at `mountpoint` (its device's minor number):
+/// the last such line of mountinfo (the mount on top), read from mountinfo because
+/// a stat of a wedged mount would hang.
 pub fn connection_of(mountinfo: &str, mountpoint: &Path) -> Option<u32> {
     let want = mountpoint.to_str()?;
-    mountinfo.lines().find_map(|l| {
+    mountinfo.lines().rev().find_map(|l| {
         let f: Vec<&str> = l.split_whitespace().collect();
         let fstype = f.iter().skip_while(|x| **x != "-").nth(1)?;
         if f.get(4) != Some(&want) || !fstype.starts_with("fuse") {
@@ -62,16 +66,16 @@ pub fn run(a: &GuardArgs) -> CliResult<()> {
         return Ok(());
     }
     let mounts = || std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    // The daemon's own connection, as mounted when it started this guard; a later
-    // mount on the same mount point is another daemon's, and none of this one's.
-    let Some(conn) = connection_of(&mounts(), &a.mountpoint) else {
-        return Ok(());
-    };
+    // The daemon's own connection, as it saw it once mounted; a mount on the same
+    // mount point with another connection is another daemon's.
+    let conn = a.conn;
+    let ours = || connection_of(&mounts(), &a.mountpoint) == Some(conn);
     loop {
-        if connection_of(&mounts(), &a.mountpoint) != Some(conn) {
+        if !ours() {
             return Ok(());
         }
-        if dead(a.pid) {
+        // (Checked again right before acting: the mount must still be ours.)
+        if dead(a.pid) && ours() {
             let abort = format!("/sys/fs/fuse/connections/{conn}/abort");
             if !Path::new(&abort).exists() {
                 let _ = std::process::Command::new("mount")
@@ -109,6 +113,9 @@ mod tests {
 606 28 0:62 / /tmp/other rw,relatime - tmpfs tmpfs rw
 ";
         assert_eq!(connection_of(info, Path::new("/dev/shm/x/mnt")), Some(61));
+        // Mounted over another FUSE mount: the one on top.
+        let over = format!("{info}607 605 0:63 / /dev/shm/x/mnt rw - fuse.mnemofs img rw\n");
+        assert_eq!(connection_of(&over, Path::new("/dev/shm/x/mnt")), Some(63));
         assert_eq!(connection_of(info, Path::new("/tmp/other")), None);
         assert_eq!(connection_of(info, Path::new("/nowhere")), None);
     }

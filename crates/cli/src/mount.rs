@@ -415,13 +415,21 @@ fn serve<E: mnemofs::FileSystem + 'static>(
 /// daemon dies mounted, it aborts the connection and detaches the mount. Best
 /// effort: without it a dead daemon's mount needs `umount`, as before.
 fn start_guard(mp: &Path) {
+    use std::os::unix::fs::MetadataExt;
     let Ok(me) = std::env::current_exe() else {
         return;
     };
+    // The connection: the minor number of the mount's device (glibc's gnu_dev_minor).
+    let Ok(dev) = std::fs::metadata(mp).map(|m| m.dev()) else {
+        return;
+    };
+    let conn = (dev & 0xff) | ((dev >> 12) & !0xff);
     let started = std::process::Command::new(me)
         .arg("guard")
         .arg("--pid")
         .arg(std::process::id().to_string())
+        .arg("--conn")
+        .arg(conn.to_string())
         .arg("--")
         .arg(mp)
         .stdin(std::process::Stdio::null())

@@ -551,10 +551,13 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         // direct-I/O mode; with the page cache it changes the mode itself) clears
         // set-user-ID, and set-group-ID when group-exec is set, as Linux file
         // systems do, before its data lands.
-        let mut setid_killed = false;
         if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
             match self.kill_setid(req, ino.0) {
-                Ok(killed) => setid_killed = killed,
+                // The kernel keeps the mode it cached; `stat` right after this
+                // write must show the bits gone (whether or not the write then
+                // succeeds).
+                Ok(true) => self.cache.attributes_changed(ino.0),
+                Ok(false) => {}
                 Err(e) => return reply.error(errno(&e)),
             }
         }
@@ -578,11 +581,6 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
                 // very write: crate::pagecache).
                 if !write_flags.contains(WriteFlags::FUSE_WRITE_CACHE) {
                     self.cache.changed(ino.0);
-                }
-                if setid_killed {
-                    // The kernel keeps the mode it cached; `stat` right after this
-                    // write must show the bits gone.
-                    self.cache.attributes_changed(ino.0);
                 }
                 reply.written(u32::try_from(n).unwrap_or(u32::MAX))
             }

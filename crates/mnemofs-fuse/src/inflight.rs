@@ -147,8 +147,8 @@ pub fn snapshot() -> Vec<Request> {
 /// Starts the watchdog: every few seconds it looks at the requests in flight and
 /// writes to stderr each that is older than `after` (again every `after` while it
 /// stays), with the other requests and `extra()` (what the invalidation thread is
-/// doing). Runs for the life of the process.
-pub fn spawn_watchdog(after: Duration, extra: impl Fn() -> String + Send + 'static) {
+/// doing). Ends when `extra()` returns `None` (the session is gone).
+pub fn spawn_watchdog(after: Duration, extra: impl Fn() -> Option<String> + Send + 'static) {
     let _ = std::thread::Builder::new()
         .name("mnemofs-watchdog".into())
         .spawn(move || {
@@ -156,6 +156,7 @@ pub fn spawn_watchdog(after: Duration, extra: impl Fn() -> String + Send + 'stat
             let mut last_report = None::<Instant>;
             loop {
                 std::thread::sleep(tick);
+                let Some(state) = extra() else { return };
                 let reqs = snapshot();
                 let Some(oldest) = reqs.first() else { continue };
                 if oldest.age < after || last_report.is_some_and(|t| t.elapsed() < after) {
@@ -176,7 +177,7 @@ pub fn spawn_watchdog(after: Duration, extra: impl Fn() -> String + Send + 'stat
                         r.thread
                     ));
                 }
-                msg.push_str(&format!("\n  {}", extra()));
+                msg.push_str(&format!("\n  {state}"));
                 eprintln!("{msg}");
             }
         });

@@ -9,17 +9,20 @@
 //! Coherence: every page the kernel caches came through a READ of a page-cache
 //! handle, and each such READ first marks its inode ([`PageCacheTracker::filled`]).
 //! A write (or size change, fallocate) that finds the mark, after the engine has
-//! changed the data, clears it and has the kernel drop *every* cached page of the
-//! file (`FUSE_NOTIFY_INVAL_INODE` from offset 0) before the write is answered. So
-//! an unmarked inode has no cached page at all, and after a write returns no page of
-//! the file holds bytes from before it: a page cached before the write was dropped,
-//! and a READ that raced with the write either read after the engine's change (new
+//! changed the data, has the kernel drop *every* cached page of the file
+//! (`FUSE_NOTIFY_INVAL_INODE` from offset 0) before the write is answered. The
+//! invalidation thread clears the mark as it starts, after setting a second bit,
+//! *pending*, which it clears when the kernel has dropped the pages; a write that
+//! finds either bit waits for an invalidation that starts after it. So an inode with
+//! neither bit has no cached page at all, and after a write returns no page of the
+//! file holds bytes from before it: a page cached before the write was dropped, and
+//! a READ that raced with the write either read after the engine's change (new
 //! bytes) or before it, in which case it had marked the inode first and the write
 //! saw the mark. (Dropping only the written range would leave other pages of the
 //! same READ cached while the mark says none are: the parallel-writers test caught
-//! exactly that.) Marks are bits of a fixed table indexed by
-//! inode number (a shared bit only costs a needless invalidation), so a write looks
-//! at one word and nothing else when no page-cache reader exists.
+//! exactly that.) Marks are bits of fixed tables indexed by inode number (a shared
+//! bit only costs a needless invalidation), so a write looks at two words and
+//! nothing else when no page-cache reader exists.
 //!
 //! The kernel, inside an invalidation, waits for what only a daemon thread can
 //! finish: READs of the same pages still in flight, and the write-back of dirty
@@ -31,9 +34,9 @@
 //! - a writer hands its inode to the thread through an unbounded set (an inode
 //!   already waiting is not queued twice: its invalidation has not started, so it
 //!   covers the new write too) and waits for the invalidation at most
-//!   [`INVAL_WAIT`]; the bound is reached only when the invalidation itself waits on
+//!   [`INVAL_WAIT`]; the bound is reached when the invalidation itself waits on
 //!   requests (then the writer is answered first, and the invalidation completes
-//!   right after);
+//!   right after) or behind a long queue (counted: [`PageCacheTracker::timeouts`]);
 //! - a WRITE the kernel sends from its page cache (`FUSE_WRITE_CACHE`: write-back of
 //!   a mapped or cached page) invalidates nothing (the cached page is the written
 //!   data), so write-back, which an invalidation may wait for, never waits for one.
@@ -67,10 +70,18 @@ struct Queue {
     done: u64,
     /// The invalidation thread runs.
     started: bool,
+    /// The tracker is gone: the thread ends.
+    shutdown: bool,
 }
 
-#[derive(Default)]
 struct Shared {
+    /// Set by a page-cache READ of the inode (hashed), cleared by the invalidation
+    /// thread as it starts dropping the inode's pages.
+    marks: Box<[AtomicU64]>,
+    /// Set while the invalidation thread drops the inode's pages (hashed): a write
+    /// that finds it must wait for a later invalidation, since this one may have
+    /// passed a page already.
+    pending: Box<[AtomicU64]>,
     q: Mutex<Queue>,
     /// The inode the invalidation thread is invalidating, and since when.
     busy: Mutex<Option<(u64, Instant)>>,
@@ -81,7 +92,6 @@ struct Shared {
 
 /// Marks of page-cache reads and the invalidation thread.
 pub struct PageCacheTracker {
-    marks: Box<[AtomicU64]>,
     notifier: OnceLock<Notifier>,
     shared: Arc<Shared>,
     invalidations: AtomicU64,
@@ -99,10 +109,16 @@ impl std::fmt::Debug for PageCacheTracker {
 
 impl Default for PageCacheTracker {
     fn default() -> Self {
+        let table = || (0..MARK_BITS / 64).map(|_| AtomicU64::new(0)).collect();
         PageCacheTracker {
-            marks: (0..MARK_BITS / 64).map(|_| AtomicU64::new(0)).collect(),
             notifier: OnceLock::new(),
-            shared: Arc::default(),
+            shared: Arc::new(Shared {
+                marks: table(),
+                pending: table(),
+                q: Mutex::default(),
+                busy: Mutex::default(),
+                cv: Condvar::new(),
+            }),
             invalidations: AtomicU64::new(0),
             timeouts: AtomicU64::new(0),
         }
@@ -112,6 +128,15 @@ impl Default for PageCacheTracker {
 fn slot(ino: u64) -> (usize, u64) {
     let h = (ino.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 44) as usize % MARK_BITS;
     (h / 64, 1 << (h % 64))
+}
+
+impl Drop for PageCacheTracker {
+    fn drop(&mut self) {
+        // The session is over: the invalidation thread ends (with its notifier).
+        let mut q = self.shared.q.lock().unwrap_or_else(|e| e.into_inner());
+        q.shutdown = true;
+        self.shared.cv.notify_all();
+    }
 }
 
 impl PageCacheTracker {
@@ -132,8 +157,9 @@ impl PageCacheTracker {
         let (w, b) = slot(ino);
         // SeqCst: ordered before the engine read that follows, against the
         // writer's SeqCst load after its engine write (module doc).
-        if self.marks[w].load(Ordering::Relaxed) & b == 0 {
-            self.marks[w].fetch_or(b, Ordering::SeqCst);
+        let marks = &self.shared.marks;
+        if marks[w].load(Ordering::Relaxed) & b == 0 {
+            marks[w].fetch_or(b, Ordering::SeqCst);
         } else {
             std::sync::atomic::fence(Ordering::SeqCst);
         }
@@ -141,14 +167,19 @@ impl PageCacheTracker {
 
     /// `ino`'s bytes changed in the engine: if a page-cache read may have cached any
     /// page of the file, drops them all. Returns when the kernel has dropped them
-    /// (or after [`INVAL_WAIT`]).
+    /// (or after [`INVAL_WAIT`]). The mark stays set until the invalidation thread
+    /// starts on the inode, and a write that finds an invalidation under way waits
+    /// for the next one: so no write returns while a page cached before it may
+    /// still be there (unless the wait is cut at the bound).
     #[inline]
     pub fn changed(&self, ino: u64) {
         let (w, b) = slot(ino);
-        if self.marks[w].load(Ordering::SeqCst) & b == 0 {
+        let sh = &self.shared;
+        if sh.marks[w].load(Ordering::SeqCst) & b == 0
+            && sh.pending[w].load(Ordering::SeqCst) & b == 0
+        {
             return;
         }
-        self.marks[w].fetch_and(!b, Ordering::SeqCst);
         self.invalidate(ino);
     }
 
@@ -167,8 +198,8 @@ impl PageCacheTracker {
                 .name("mnemofs-inval".into())
                 .spawn(move || invalidator(&n, &shared));
             if spawned.is_err() {
-                // No thread: this write's pages stay cached until a later write
-                // finds a thread (never invalidate on a request thread).
+                // No thread (never invalidate on a request thread): the mark stays,
+                // and the next write tries again.
                 return;
             }
             q.started = true;
@@ -225,7 +256,7 @@ impl PageCacheTracker {
             None => "idle".into(),
         };
         format!(
-            "page-cache invalidation thread: {now}; {queued} queued, {} sent, {} writers \
+            "page-cache invalidation thread: {now}; {queued} queued, {} queued in all, {} writers \
              stopped waiting at {} ms",
             self.invalidations(),
             self.timeouts(),
@@ -250,18 +281,29 @@ fn invalidator(n: &Notifier, sh: &Shared) {
     let mut q = sh.q.lock().unwrap_or_else(|e| e.into_inner());
     loop {
         let Some(ino) = q.order.pop_front() else {
+            if q.shutdown {
+                return;
+            }
             q = sh.cv.wait(q).unwrap_or_else(|e| e.into_inner());
             continue;
         };
         // Out of the set before it starts: a write from now on queues anew.
-        let turn = q.turn.remove(&ino).unwrap_or(q.done);
+        let Some(turn) = q.turn.remove(&ino) else {
+            continue;
+        };
         drop(q);
+        // Pending before the mark is cleared: a write finding neither set comes
+        // after this invalidation has dropped the pages (module doc).
+        let (w, b) = slot(ino);
+        sh.pending[w].fetch_or(b, Ordering::SeqCst);
+        sh.marks[w].fetch_and(!b, Ordering::SeqCst);
         // May wait in the kernel for READs and write-back WRITEs, which request
         // threads answer (none of them waits on this without a bound). ENOENT: the
         // kernel no longer has the inode (nothing cached).
         *sh.busy.lock().unwrap_or_else(|e| e.into_inner()) = Some((ino, Instant::now()));
         let _ = n.inval_inode(INodeNo(ino), 0, 0);
         *sh.busy.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        sh.pending[w].fetch_and(!b, Ordering::SeqCst);
         q = sh.q.lock().unwrap_or_else(|e| e.into_inner());
         q.done = q.done.max(turn + 1);
         sh.cv.notify_all();
@@ -273,19 +315,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_write_without_a_page_cache_read_costs_one_load() {
+    fn a_write_without_a_page_cache_read_costs_two_loads() {
         let t = PageCacheTracker::default();
         // No notifier: nothing is sent, marks still work.
         t.changed(5);
         assert_eq!(t.invalidations(), 0);
         t.filled(5);
         let (w, b) = slot(5);
-        assert_ne!(t.marks[w].load(Ordering::Relaxed) & b, 0);
+        assert_ne!(t.shared.marks[w].load(Ordering::Relaxed) & b, 0);
         t.changed(5);
-        assert_eq!(
-            t.marks[w].load(Ordering::Relaxed) & b,
+        assert_ne!(
+            t.shared.marks[w].load(Ordering::Relaxed) & b,
             0,
-            "a write clears the mark"
+            "without an invalidation thread the mark stays: the pages may be cached"
         );
+        assert_eq!(t.invalidations(), 0);
     }
 }

@@ -274,8 +274,10 @@ fn serve<E: FileSystem + 'static, F: FnOnce(&Path)>(
     // Page-cache handles only once their writes can invalidate the page cache.
     page_cache.set_notifier(session.notifier());
     // A request older than STUCK_AFTER leaves a report in the log.
-    let pc = page_cache.clone();
-    crate::inflight::spawn_watchdog(crate::inflight::STUCK_AFTER, move || pc.describe());
+    let pc = Arc::downgrade(&page_cache);
+    crate::inflight::spawn_watchdog(crate::inflight::STUCK_AFTER, move || {
+        pc.upgrade().map(|pc| pc.describe())
+    });
     let mut unmounter = session.unmount_callable();
 
     let (tx, rx) = mpsc::channel();
