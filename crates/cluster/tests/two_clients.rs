@@ -9,11 +9,17 @@ use mnemofs_cluster::{mds_mount_options, Client, ClientConfig, CommitMode, MdsCo
 use std::time::Duration;
 
 fn volume(dir: &std::path::Path) -> Vec<mnemofs::DeviceSpec> {
+    volume_of(dir, 0)
+}
+
+/// [`volume`] with `cpus` per-CPU structures (0: one per CPU of the host).
+fn volume_of(dir: &std::path::Path, cpus: u32) -> Vec<mnemofs::DeviceSpec> {
     let path = dir.join("vol.img");
     mnemofs::mkfs(
         &path,
         &MkfsOptions {
             size: 64 << 20,
+            cpus,
             ..Default::default()
         },
     )
@@ -27,8 +33,17 @@ fn server(
     lease: Duration,
     chunk_blocks: u64,
 ) -> (tempfile::TempDir, Vec<mnemofs::DeviceSpec>, MdsHandle) {
+    server_of(lease, chunk_blocks, 0)
+}
+
+/// [`server`] of a volume with `cpus` per-CPU structures ([`volume_of`]).
+fn server_of(
+    lease: Duration,
+    chunk_blocks: u64,
+    cpus: u32,
+) -> (tempfile::TempDir, Vec<mnemofs::DeviceSpec>, MdsHandle) {
     let dir = tempfile::tempdir_in(pm::scratch_dir()).unwrap();
-    let devs = volume(dir.path());
+    let devs = volume_of(dir.path(), cpus);
     let fs = mnemofs::mount_devices(&devs, &mds_mount_options()).unwrap();
     let cfg = MdsConfig {
         lease,
@@ -799,7 +814,10 @@ fn a_commit_on_its_way_keeps_a_file_its_held_opens_let_go() {
 
 #[test]
 fn a_create_that_reuses_a_files_number_sends_one_call() {
-    let (_dir, devs, mds) = server(Duration::from_millis(400), 64);
+    // One CPU: the freed number goes back to the one free list the next creates
+    // take from (with a list per CPU, reuse depended on the CPU the server's thread
+    // ran on, and with 64 lists on a 2-CPU host it never came).
+    let (_dir, devs, mds) = server_of(Duration::from_millis(400), 64, 1);
     let a = client_with(mds.addr(), &devs, CommitMode::Delayed);
     let f = a.create(ROOT_INO, b"old", 0o644, 0, 0).unwrap().ino;
     a.open(f).unwrap();
