@@ -8,6 +8,12 @@ use std::process::Command;
 
 /// Appends a byte to `path` as uid/gid 65534 (nobody), without capabilities.
 fn append_as_nobody(path: &std::path::Path) {
+    as_nobody("printf x >> \"$0\"", path);
+}
+
+/// Runs the shell `script` (with `$0` = `path`) as uid/gid 65534 (nobody), without
+/// capabilities.
+fn as_nobody(script: &str, path: &std::path::Path) {
     let o = Command::new("setpriv")
         .args([
             "--reuid=65534",
@@ -17,14 +23,14 @@ fn append_as_nobody(path: &std::path::Path) {
             "--",
             "sh",
             "-c",
-            "printf x >> \"$0\"",
+            script,
         ])
         .arg(path)
         .output()
         .expect("run setpriv");
     assert!(
         o.status.success(),
-        "append as nobody: {}",
+        "{script} as nobody: {}",
         String::from_utf8_lossy(&o.stderr)
     );
 }
@@ -53,29 +59,10 @@ fn stat_right_after_a_non_owners_write_shows_the_set_id_bits_gone() {
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o6777)).unwrap();
         assert_eq!(stat_mode(&p), "6777");
         // An overwrite in place (not an append) by nobody.
-        let o = Command::new("setpriv")
-            .args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "--inh-caps=-all",
-                "--",
-                "dd",
-                "bs=1",
-                "seek=1",
-                "conv=notrunc",
-                "status=none",
-            ])
-            .arg(format!("of={}", p.display()))
-            .stdin(std::process::Stdio::piped())
-            .spawn()
-            .and_then(|mut c| {
-                std::io::Write::write_all(c.stdin.as_mut().unwrap(), b"y")?;
-                drop(c.stdin.take());
-                c.wait_with_output()
-            })
-            .unwrap();
-        assert!(o.status.success(), "dd as nobody");
+        as_nobody(
+            "printf y | dd of=\"$0\" bs=1 seek=1 conv=notrunc status=none",
+            &p,
+        );
         assert_eq!(stat_mode(&p), "777", "round {i}");
     }
     common::unmount(&e);
