@@ -49,6 +49,11 @@ pub struct Summary {
     pub p99_ns: f64,
     pub write_amplification: Option<f64>,
     pub fences_per_op: f64,
+    /// Median per-file lock acquisitions, waits for them, and shared atomic
+    /// read-modify-writes per operation (`mnemofs::contention`).
+    pub locks_per_op: f64,
+    pub waits_per_op: f64,
+    pub rmws_per_op: f64,
     /// Median CPU time per operation (steadier than ops/s on a busy machine).
     pub cpu_ns_per_op: f64,
     pub pm_modeled_delay_per_op_ns: f64,
@@ -141,6 +146,9 @@ pub fn summarize(cfg: &CompareConfig, all: &[BenchResult]) -> Vec<Summary> {
                 p99_ns: median(&col(&|r| r.p99_ns as f64)).unwrap_or(0.0),
                 write_amplification: median(&wa),
                 fences_per_op: median(&col(&|r| r.fences_per_op)).unwrap_or(0.0),
+                locks_per_op: median(&col(&|r| r.locks_per_op)).unwrap_or(0.0),
+                waits_per_op: median(&col(&|r| r.waits_per_op)).unwrap_or(0.0),
+                rmws_per_op: median(&col(&|r| r.rmws_per_op)).unwrap_or(0.0),
                 cpu_ns_per_op: median(&col(&|r| r.cpu_ns_per_op)).unwrap_or(0.0),
                 pm_modeled_delay_per_op_ns: median(&col(&|r| r.pm_modeled_delay_per_op_ns))
                     .unwrap_or(0.0),
@@ -168,6 +176,9 @@ pub fn summary_table(workload: &str, s: &[Summary]) -> String {
         "p99",
         "WA",
         "fence/op",
+        "lock/op",
+        "wait/op",
+        "rmw/op",
         "cpu/op",
         "modeled/op",
         "queue/op",
@@ -190,6 +201,9 @@ pub fn summary_table(workload: &str, s: &[Summary]) -> String {
             x.write_amplification
                 .map_or("-".into(), |w| format!("{w:.2}")),
             format!("{:.2}", x.fences_per_op),
+            format!("{:.2}", x.locks_per_op),
+            format!("{:.2}", x.waits_per_op),
+            format!("{:.2}", x.rmws_per_op),
             ns(x.cpu_ns_per_op as u64),
             ns(x.pm_modeled_delay_per_op_ns as u64),
             ns(x.pm_modeled_queue_per_op_ns as u64),

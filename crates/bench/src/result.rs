@@ -57,6 +57,13 @@ pub struct BenchResult {
     pub fences: u64,
     pub flushes_per_op: f64,
     pub fences_per_op: f64,
+    /// Per-file lock acquisitions per operation (`mnemofs::contention`; all
+    /// threads of the process during the measured phase).
+    pub locks_per_op: f64,
+    /// Of those, acquisitions that found the lock held, per operation.
+    pub waits_per_op: f64,
+    /// Atomic read-modify-writes on lines shared between threads, per operation.
+    pub rmws_per_op: f64,
     /// Busy-wait the PM profile added (ns, all threads).
     pub pm_modeled_delay_ns: u64,
     pub pm_modeled_delay_per_op_ns: f64,
@@ -217,7 +224,7 @@ pub fn render_left(rows: &[Vec<String>], left: &[usize]) -> String {
 pub fn header() -> Vec<String> {
     [
         "workload", "preset", "profile", "thr", "io", "ops", "ops/s", "MB/s", "p50", "p99", "WA",
-        "flush/op", "fence/op", "pages", "prefault",
+        "flush/op", "fence/op", "lock/op", "wait/op", "rmw/op", "pages", "prefault",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -241,6 +248,9 @@ pub fn row(r: &BenchResult) -> Vec<String> {
             .map_or("-".to_string(), |w| format!("{w:.2}")),
         format!("{:.2}", r.flushes_per_op),
         format!("{:.2}", r.fences_per_op),
+        format!("{:.2}", r.locks_per_op),
+        format!("{:.2}", r.waits_per_op),
+        format!("{:.2}", r.rmws_per_op),
         r.map_pages.clone(),
         (if r.prefaulted { "yes" } else { "no" }).to_string(),
     ]

@@ -620,7 +620,7 @@ pub fn measure_observed<E: FileSystem + 'static>(
         .map(|_| CachePadded::new(AtomicU64::new(0)))
         .collect();
 
-    let (outs, start, c0) = std::thread::scope(|s| {
+    let (outs, start, c0, k0) = std::thread::scope(|s| {
         let handles: Vec<_> = workers
             .into_iter()
             .enumerate()
@@ -674,6 +674,7 @@ pub fn measure_observed<E: FileSystem + 'static>(
             .collect();
         barrier.wait();
         let c0 = fs.pm_counters();
+        let k0 = mnemofs::contention::snapshot();
         at_start();
         let start = Instant::now();
         barrier.wait();
@@ -702,9 +703,10 @@ pub fn measure_observed<E: FileSystem + 'static>(
             bar.finish_and_clear();
         }
         let outs: Vec<Option<ThreadOut>> = handles.into_iter().map(|h| h.join().ok()).collect();
-        (outs, start, c0)
+        (outs, start, c0, k0)
     });
     let c = fs.pm_counters().since(&c0);
+    let k = mnemofs::contention::snapshot().since(&k0);
 
     let mut hist = Histogram::new();
     let (mut ops, mut read, mut written, mut cpu) = (0u64, 0u64, 0u64, 0u64);
@@ -770,6 +772,9 @@ pub fn measure_observed<E: FileSystem + 'static>(
         fences: c.fences,
         flushes_per_op: per_op(c.flushes),
         fences_per_op: per_op(c.fences),
+        locks_per_op: per_op(k.locks),
+        waits_per_op: per_op(k.waits),
+        rmws_per_op: per_op(k.rmws),
         pm_modeled_delay_ns: c.modeled_delay_ns,
         pm_modeled_delay_per_op_ns: per_op(c.modeled_delay_ns),
         pm_modeled_queue_ns: c.modeled_queue_ns,

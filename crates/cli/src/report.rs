@@ -125,6 +125,17 @@ pub fn render_stats(what: &str, v: &Value) -> String {
         s(v, "flush_instruction"),
         u(v, "pm_fences"),
     );
+    if v.get("contention").is_some() {
+        let c = &v["contention"];
+        let _ = writeln!(
+            o,
+            "  contention    {} per-file lock acquisitions ({} waited), {} shared read-modify-writes, {} concurrent writers at most",
+            u(c, "locks"),
+            u(c, "waits"),
+            u(c, "rmws"),
+            u(v, "max_concurrent_writers"),
+        );
+    }
     if let Some(n) = v.get("requests_in_flight").and_then(Value::as_u64) {
         // A mount point's daemon adds these (mnemofs-fuse's adapter).
         let oldest = v
@@ -269,6 +280,11 @@ mod tests {
             small_write_mode: "cow".into(),
             clean_mount: true,
             max_concurrent_writers: 1,
+            contention: mnemofs::contention::Contention {
+                locks: 7,
+                waits: 1,
+                rmws: 12,
+            },
             lawn_slot_size: 64,
             lawn_desc_store: "non-temporal".into(),
             lawn_slots_used: 2,
@@ -321,6 +337,10 @@ mod tests {
             "{t}"
         );
         assert!(t.ends_with("clean mount   yes"));
+        assert!(
+            t.contains("  contention    7 per-file lock acquisitions (1 waited), 12 shared read-modify-writes, 1 concurrent writers at most\n"),
+            "{t}"
+        );
     }
 
     #[test]

@@ -43,6 +43,10 @@ pub enum Bug {
     /// A concurrent writer that finishes last stores its own tail even when a later
     /// entry's tail is already stored (pNOVA Fig. 3).
     TailNotMax,
+    /// A concurrent append stores its commit mark with its entry's body, before the
+    /// fence that makes its data durable (the tail already covers the slot: it
+    /// moved when the append was served).
+    MarkWithBody,
     /// LAWN sets a descriptor without its slot data persisted: the slots are stored
     /// through the cache and never written back, and on page-format images the fence
     /// between them and the descriptor is skipped (needs --small-write lawn).
@@ -121,6 +125,13 @@ pub const ALL: &[(&str, Bug, &str)] = &[
         "tail-not-max",
         Bug::TailNotMax,
         "a concurrent writer that finishes last stores its own tail even when a later entry's tail is already stored (pNOVA Fig. 3)",
+    ),
+    (
+        "mark-with-body",
+        Bug::MarkWithBody,
+        "a concurrent append stores its commit mark with its entry's body, before the fence \
+         that makes its data durable (the tail already covers the slot: it moved when the \
+         append was served)",
     ),
     (
         "lawn-descriptor-before-data",

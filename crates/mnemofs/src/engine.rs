@@ -647,6 +647,7 @@ impl Fs {
             small_write_mode: self.opts.small_write.name().to_string(),
             clean_mount: self.clean_mount,
             max_concurrent_writers: self.data.writers_max(),
+            contention: crate::contention::snapshot(),
             lawn_slot_size: s.geo.slot_size,
             // (Outside LAWN no descriptor is ever stored; the field says what a
             // LAWN mount with these options would start from.)

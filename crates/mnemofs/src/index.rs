@@ -78,6 +78,10 @@ pub(crate) struct PageIndex {
     /// Whether the inode is in the data plane's set of inodes with times changed in
     /// DRAM only (so repeated changes skip the shared set).
     times_dirty: AtomicBool,
+    /// What the file's concurrent writers share (their combining queue, finished
+    /// flags), on lines of its own: allocated at the file's first concurrent append,
+    /// reached from the state (its `index`) and from the inode alike.
+    appends: std::sync::OnceLock<Box<crate::log::Appends>>,
 }
 
 /// [`PageIndex::atime_hint`] when a read must look at the inode's times.
@@ -103,6 +107,7 @@ impl Default for PageIndex {
             bytes: AtomicUsize::new(0),
             atime_hint: AtomicI64::new(ATIME_STALE),
             times_dirty: AtomicBool::new(false),
+            appends: std::sync::OnceLock::new(),
         }
     }
 }
@@ -314,8 +319,22 @@ impl PageIndex {
         self.size.load(Ordering::Acquire)
     }
 
+    /// Sets the size; a store only when it changes (every write applies its size,
+    /// and an overwrite must not dirty the line every reader reads).
     pub fn set_size(&self, size: u64) {
-        self.size.store(size, Ordering::Release);
+        if self.size.load(Ordering::Relaxed) != size {
+            self.size.store(size, Ordering::Release);
+        }
+    }
+
+    /// The concurrent writers' shared part, allocated on first use.
+    pub fn appends(&self) -> &crate::log::Appends {
+        self.appends.get_or_init(Box::default)
+    }
+
+    /// The concurrent writers' shared part, if the file ever had a concurrent append.
+    pub fn appends_if_any(&self) -> Option<&crate::log::Appends> {
+        self.appends.get().map(|b| &**b)
     }
 
     /// The access time's seconds while it is newer than mtime and ctime, else

@@ -92,6 +92,9 @@ pub(crate) struct InodeState {
     /// its next one instead of going back to the allocator: free space, no page of
     /// any file (the data plane's `spares`; docs/FORMAT.md §3).
     pub spare: Option<u64>,
+    /// While a concurrent append is applied: the entries it supersedes, collected
+    /// instead of dropped (`LogState::deferred`).
+    pub defer: Option<crate::log::Offsets>,
 }
 
 impl InodeState {
@@ -120,6 +123,7 @@ impl InodeState {
             last_link: None,
             write_mtime: Timespec::default(),
             index: Default::default(),
+            defer: None,
         }
     }
 
@@ -146,9 +150,14 @@ impl InodeState {
         self.log.add_live(off, units, refs);
     }
 
-    /// Drops one reference of the entry at `off`; the entry dies at zero.
+    /// Drops one reference of the entry at `off`; the entry dies at zero. While a
+    /// concurrent append is applied, the reference is collected instead, and dropped
+    /// when that append is finished.
     fn unref(&mut self, off: u64) {
-        self.log.unref(off);
+        match self.defer.as_mut() {
+            Some(d) => d.push(off),
+            None => self.log.unref(off),
+        }
     }
 
     /// Unmaps pages `from..` (truncation); returns their blocks.

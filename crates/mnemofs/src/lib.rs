@@ -20,6 +20,8 @@ pub mod addr;
 pub mod api;
 #[doc(hidden)]
 pub mod bugs;
+mod combine;
+pub mod contention;
 pub mod error;
 pub mod format;
 pub mod types;

@@ -84,6 +84,14 @@ pub(crate) struct LogState {
     pub inflight: u32,
     /// A page lost its last live entry: fast GC has work.
     pub gc_hint: bool,
+    /// Concurrent appends served so far ([`Appends`]): the next one's ticket.
+    pub served: u64,
+    /// Tickets below this are finished (their writers fenced mark and tail).
+    pub finished: u64,
+    /// Entries superseded by a concurrent append, by its ticket: they stay live (their
+    /// pages out of fast GC's reach) until it is finished, so that a crash before its
+    /// commit mark is durable finds the mapping it replaced still in the chain.
+    pub deferred: std::collections::VecDeque<(u64, Offsets)>,
 }
 
 /// Units (entry slots) of a log page.
@@ -119,6 +127,87 @@ fn slot(off: u64) -> usize {
 /// The log offsets of a commit's entries (most commits have one or two: no heap
 /// allocation for them).
 pub(crate) type Offsets = smallvec::SmallVec<[u64; 4]>;
+
+/// Concurrent appends of one file that may be out at once (served, not finished):
+/// the size of the ring of finished flags.
+pub(crate) const RING: u64 = 256;
+
+/// A concurrent append's request to the file's combiner: its entries (in the
+/// writer's frame, which waits in [`crate::combine::Queue::run`] until served).
+pub(crate) struct AppendJob {
+    entries: *const Entry,
+    len: usize,
+}
+
+// SAFETY: the entries are only read, by the combiner, while their owner waits for
+// its request to be served (`combine::Queue::run` returns only after that).
+unsafe impl Send for AppendJob {}
+
+impl AppendJob {
+    pub fn new(entries: &[Entry]) -> AppendJob {
+        AppendJob {
+            entries: entries.as_ptr(),
+            len: entries.len(),
+        }
+    }
+
+    /// The entries.
+    pub fn entries(&self) -> &[Entry] {
+        // SAFETY: built from a slice that outlives the request (see `Send` above).
+        unsafe { std::slice::from_raw_parts(self.entries, self.len) }
+    }
+}
+
+/// A served concurrent append: its slots (tail already moved over them, DRAM state
+/// applied), its ticket, the data blocks it superseded, and whether the log wants GC.
+#[derive(Debug)]
+pub(crate) struct Served {
+    pub r: Reservation,
+    pub ticket: u64,
+    pub freed: crate::space::Runs,
+    pub gc_due: bool,
+}
+
+/// What concurrent writers of one file share outside its state lock: the combining
+/// queue of their requests, and one finished flag per ticket (modulo [`RING`]),
+/// set by the writer after its last fence, cleared under the state lock
+/// ([`LogState::settle`]). Allocated at a file's first concurrent append.
+pub(crate) struct Appends {
+    pub queue: crossbeam_utils::CachePadded<
+        crate::combine::Queue<AppendJob, crate::error::Result<Option<Served>>>,
+    >,
+    finished: [std::sync::atomic::AtomicBool; RING as usize],
+}
+
+impl Default for Appends {
+    fn default() -> Self {
+        Appends {
+            queue: Default::default(),
+            finished: [const { std::sync::atomic::AtomicBool::new(false) }; RING as usize],
+        }
+    }
+}
+
+impl Appends {
+    /// The append of `ticket` is finished: its mark and a tail over it are durable.
+    pub fn finish(&self, ticket: u64) {
+        // Release: pairs with `settle`'s Acquire load; nothing of the append is
+        // touched after it.
+        self.finished[(ticket % RING) as usize].store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether `ticket` is finished; clears its flag for ticket + RING if so (state
+    /// lock held: tickets are issued under it, at most RING out at once).
+    fn take(&self, ticket: u64) -> bool {
+        let f = &self.finished[(ticket % RING) as usize];
+        if f.load(std::sync::atomic::Ordering::Acquire) {
+            f.store(false, std::sync::atomic::Ordering::Relaxed);
+            true
+        } else {
+            false
+        }
+    }
+}
 
 /// Slots reserved for a concurrent append.
 #[derive(Debug)]
@@ -165,6 +254,9 @@ pub(crate) fn write_reserved(pm: &Vol, r: &Reservation, entries: &[Entry]) -> u6
         if i == 0 {
             body[10..12].copy_from_slice(&(entries.len() as u16).to_le_bytes());
             leader_word = commit_word(&body);
+            if crate::bugs::on(crate::bugs::Bug::MarkWithBody) {
+                body[0..8].copy_from_slice(&leader_word.to_le_bytes());
+            }
         } else {
             let w = follower_word(&body);
             body[0..8].copy_from_slice(&w.to_le_bytes());
@@ -356,6 +448,32 @@ impl LogState {
         newest
     }
 
+    /// Moves the finished prefix over the appends whose writers have finished
+    /// (`ap`: the file's shared part, if it has one) and drops the entries they
+    /// superseded. State lock held.
+    pub fn settle(&mut self, ap: Option<&Appends>) {
+        if let Some(ap) = ap {
+            while self.finished < self.served && ap.take(self.finished) {
+                self.finished += 1;
+            }
+        }
+        while let Some((t, _)) = self.deferred.front() {
+            if *t >= self.finished {
+                break;
+            }
+            if let Some((_, offs)) = self.deferred.pop_front() {
+                for o in offs {
+                    self.unref(o);
+                }
+            }
+        }
+    }
+
+    /// Concurrent appends served and not known finished.
+    pub fn out(&self) -> u64 {
+        self.served - self.finished
+    }
+
     /// Accounts a new entry at `off` of `units` units, kept alive by `refs` things
     /// (0: pinned, it never dies).
     pub fn add_live(&mut self, off: u64, units: u64, refs: u32) {
@@ -422,7 +540,7 @@ impl LogState {
             self.rehint();
             return Vec::new();
         }
-        if self.inflight > 0 {
+        if self.inflight > 0 || self.out() > 0 {
             // The tail word may hold a value stored by another writer that has not
             // fenced yet. Fence: the newest tail (whose page we keep) is durable before
             // any page before it leaves the chain, so an older tail that pointed into
@@ -474,7 +592,7 @@ impl LogState {
     pub fn wants_compaction(&self) -> bool {
         let n = self.pages.len() as u64;
         let kept = self.live_units.saturating_sub(self.pinned_units);
-        self.inflight == 0 && n >= 4 && kept * UNIT * 4 < n * LOG_DATA
+        self.inflight == 0 && self.out() == 0 && n >= 4 && kept * UNIT * 4 < n * LOG_DATA
     }
 
     pub fn bytes(&self) -> u64 {

@@ -176,6 +176,9 @@ impl Store {
         if st.dead {
             return;
         }
+        // The entries finished concurrent appends superseded may die now.
+        let InodeState { log, index, .. } = st;
+        log.settle(index.appends_if_any());
         // Fast GC scans the chain: only when a page may have died since the last scan
         // (a scan per commit made every write O(log pages)).
         if st.log.gc_hint {

@@ -649,6 +649,9 @@ pub struct FsStats {
     pub clean_mount: bool,
     /// The most data writes that were inside the engine at the same time.
     pub max_concurrent_writers: u64,
+    /// Contention counters of the process serving this file system, since it
+    /// started (`contention` module).
+    pub contention: crate::contention::Contention,
     /// LAWN zone slot size in bytes.
     pub lawn_slot_size: u32,
     /// How LAWN descriptors are stored on this mount (`pm::Store16::name`).

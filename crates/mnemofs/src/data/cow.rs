@@ -11,6 +11,7 @@ use super::{DataPlane, MAX_FILE_SIZE};
 use crate::addr::{page_of, page_start};
 use crate::addr::{BlockNo, PmOff};
 use crate::bugs::{self, Bug};
+use crate::contention;
 use crate::error::{FsError, Result};
 use crate::format::{Entry, BLOCK, INO_TAIL_OFF};
 use crate::index::PageIndex;
@@ -22,19 +23,6 @@ use crate::space::Run;
 use crate::types::*;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-
-/// Takes the inode's state lock for one of the short sections of a concurrent write:
-/// they last a few hundred nanoseconds, less than parking a thread and waking it, so
-/// a contended attempt spins a while before it blocks.
-fn lock_briefly(inode: &Inode) -> parking_lot::MutexGuard<'_, InodeState> {
-    for _ in 0..200 {
-        if let Some(g) = inode.state.try_lock() {
-            return g;
-        }
-        std::hint::spin_loop();
-    }
-    inode.state.lock()
-}
 
 /// Writes of a file after its last sign of a second writer that take the concurrent
 /// append before a writer alone takes the locked append again.
@@ -106,7 +94,7 @@ impl DataPlane {
         // since taking a lock (a locked instruction) after them would wait for them
         // to drain; the commit then does its DRAM bookkeeping while they drain
         // (`Store::commit`).
-        let mut st = inode.state.lock();
+        let mut st = contention::take(&inode.state);
         regular(&st, FsError::Invalid("write to a special file"))?;
         let off = offset.unwrap_or(st.size);
         if data.is_empty() {
@@ -178,14 +166,14 @@ impl DataPlane {
         }
     }
 
-    /// A bounded write in the `interval` and `segment` lock modes: blocks are
-    /// allocated first, so one short state-lock section reads the old partial pages
-    /// and reserves the log slots; data, entries and the commit mark are written
-    /// outside it (concurrent append protocol, `log` module), and a second short
-    /// section applies the result.
+    /// A bounded write in the `interval` and `segment` lock modes. A writer alone
+    /// with the file takes the locked append; writers of a shared file take the
+    /// concurrent append (`log` module): blocks allocated first, then one combined
+    /// state-lock section serves the write (slots reserved, DRAM state applied, tail
+    /// moved), then data, entries and commit mark are written and fenced outside it.
     fn write_concurrent(&self, inode: &Arc<Inode>, off: u64, data: &[u8]) -> Result<usize> {
         if data.is_empty() {
-            let st = inode.state.lock();
+            let st = contention::take(&inode.state);
             regular(&st, FsError::Invalid("write to a special file"))?;
             return Ok(0);
         }
@@ -196,20 +184,25 @@ impl DataPlane {
         let first = page_of(off);
         let last = page_of(end - 1);
         let now = Timespec::now();
-        // A writer alone with the file (the state lock free, no append in flight,
-        // no other writer seen lately) takes the locked append, as the `inode` mode:
-        // one state-lock section across the copy, taken before the non-temporal
-        // stores, and the DRAM bookkeeping done while they drain (`Store::commit`).
-        // The concurrent append takes the state lock again after the copy, and that
-        // locked instruction waits for the drain. Both protocols share the log format
-        // (`log` module): the locked append is what namespace calls use beside
-        // concurrent writers already. A writer that finds the lock taken marks the file
-        // contended, so that writers of a shared file keep appending concurrently.
-        // (Not while interleaving hooks are installed: they explore the concurrent
-        // protocol.)
+        // A writer alone with the file (the state lock free, no append out, no other
+        // writer seen lately) takes the locked append, as the `inode` mode: one
+        // state-lock section across the copy, taken before the non-temporal stores,
+        // and the DRAM bookkeeping done while they drain (`Store::commit`). Both
+        // protocols share the log format (`log` module): the locked append is what
+        // namespace calls use beside concurrent writers already. A writer that finds
+        // the lock taken marks the file contended, so that writers of a shared file
+        // keep appending concurrently. (Not while interleaving hooks are installed:
+        // they explore the concurrent protocol.)
         if inode.contended.load(Ordering::Relaxed) == 0 && !interleave::hooked() {
-            match inode.state.try_lock() {
-                Some(mut st) if st.log.inflight == 0 => {
+            let mut st = inode.state.try_lock();
+            if let Some(st) = st.as_mut() {
+                contention::lock(false);
+                // (Appends finished since the last one was served count as gone.)
+                let InodeState { log, index, .. } = &mut **st;
+                log.settle(index.appends_if_any());
+            }
+            match st {
+                Some(mut st) if st.log.inflight == 0 && st.log.out() == 0 => {
                     regular(&st, FsError::Invalid("write to a special file"))?;
                     // (Allocated under the state lock, as in the `inode` mode: a
                     // one-page write takes the file's spare block, if it has one.)
@@ -219,62 +212,117 @@ impl DataPlane {
                     self.commit_write_spare(inode, &mut st, first, end, &runs, took, now)?;
                     return Ok(data.len());
                 }
-                // Another writer holds the lock or has an append in flight.
-                _ => inode.contended.store(CONTENDED_WRITES, Ordering::Relaxed),
+                // Another writer holds the lock or has an append out.
+                Some(_) => inode.contended.store(CONTENDED_WRITES, Ordering::Relaxed),
+                None => inode.contended.store(CONTENDED_WRITES, Ordering::Relaxed),
             }
         }
         let runs = self.store.space.alloc(last - first + 1, false)?;
         // Built outside the lock: a Write's size and mtime count by maximum
         // (`InodeState::apply`), so its own end and the time now are enough.
         let entries = Self::write_entries(first, &runs, end, now);
-        // The old partial pages, from the lock-free index: our exclusive range lock
-        // keeps them stable.
+        // The old partial pages, from the lock-free index before the append maps the
+        // new blocks: our exclusive range lock keeps them stable, and they are freed
+        // only after our commit is durable.
         let old = Self::partial_pages(&inode.index, off, end);
-        let r = self.reserve_or_free(inode, &entries, &runs)?;
+        let served = self.serve_or_free(inode, &entries, &runs)?;
+        interleave::point(Point::Reserved);
         self.copy_in(inode.ino, &runs, off, data, old);
         interleave::point(Point::DataWritten);
-        self.finish_concurrent(inode, &r, &entries);
+        self.finish_concurrent(inode, &served, &entries);
         Ok(data.len())
     }
 
-    /// Reserves log slots for `entries` under a briefly taken state lock; on failure
+    /// Has a concurrent append of `entries` served by the file's combiner (one
+    /// state-lock section for a batch of writers: [`crate::combine`]); on failure
     /// gives the data blocks `runs` back.
-    fn reserve_or_free(
-        &self,
-        inode: &Inode,
-        entries: &[Entry],
-        runs: &[Run],
-    ) -> Result<log::Reservation> {
-        let reserved = {
-            let (mut st, waited) = match inode.state.try_lock() {
-                Some(g) => (g, false),
-                None => (lock_briefly(inode), true),
-            };
-            // Another writer of the file: keep to the concurrent append a while
-            // longer; none: one write closer to the locked append.
-            if waited || st.log.inflight > 0 {
-                inode.contended.store(CONTENDED_WRITES, Ordering::Relaxed);
-            } else if inode.contended.load(Ordering::Relaxed) > 0 {
-                inode.contended.fetch_sub(1, Ordering::Relaxed);
+    fn serve_or_free(&self, inode: &Inode, entries: &[Entry], runs: &[Run]) -> Result<log::Served> {
+        let ap = inode.index.appends();
+        let ioff = self.store.geo.inode_off(inode.ino);
+        loop {
+            let served = ap.queue.run(
+                log::AppendJob::new(entries),
+                // (A waiter looks before it tries: a failed attempt is a locked
+                // instruction on the line the combiner holds.)
+                || {
+                    if inode.state.is_locked() {
+                        None
+                    } else {
+                        inode.state.try_lock()
+                    }
+                },
+                || inode.state.lock(),
+                |st: &mut InodeState, job: &log::AppendJob| {
+                    self.serve_append(inode, st, ap, ioff, job.entries())
+                },
+            );
+            match served {
+                Ok(Some(s)) => return Ok(s),
+                Ok(None) => std::thread::yield_now(),
+                Err(e) => {
+                    self.store.space.free_runs(runs);
+                    return Err(e);
+                }
             }
-            self.reserve_entries(&mut st, entries)
-        };
-        if reserved.is_err() {
-            self.store.space.free_runs(runs);
         }
-        reserved
     }
 
-    /// Concurrent append, reserve step: checks the file and reserves slots for
-    /// `entries` (state lock held by the caller).
-    fn reserve_entries(&self, st: &mut InodeState, entries: &[Entry]) -> Result<log::Reservation> {
+    /// Serves one concurrent append (state lock held, by whichever writer combines):
+    /// reserves its slots after the DRAM tail, applies its entries to the DRAM state
+    /// (the pages they supersede stay live until it is finished), and stores the
+    /// tail word over them (not flushed: each writer flushes it before its last
+    /// fence). The slots hold zeros until the writer marks them, so a tail that
+    /// reaches PM first exposes nothing (recovery skips unmarked slots).
+    fn serve_append(
+        &self,
+        inode: &Inode,
+        st: &mut InodeState,
+        ap: &log::Appends,
+        ioff: PmOff,
+        entries: &[Entry],
+    ) -> Result<Option<log::Served>> {
         regular(st, FsError::Invalid("write to a special file"))?;
+        st.log.settle(Some(ap));
+        if st.log.out() >= log::RING {
+            // RING appends out: the writer waits outside the lock for the oldest to
+            // finish (a waiter under the lock could wait for a writer that needs it).
+            return Ok(None);
+        }
+        // Another writer of the file out: keep to the concurrent append a while
+        // longer; none: one write closer to the locked append. (Plain stores, and
+        // only when the count changes.)
+        let c = inode.contended.load(Ordering::Relaxed);
+        if st.log.out() > 0 {
+            if c != CONTENDED_WRITES {
+                inode.contended.store(CONTENDED_WRITES, Ordering::Relaxed);
+            }
+        } else if c > 0 {
+            inode.contended.store(c - 1, Ordering::Relaxed);
+        }
         let owner = st.ino;
         let r = st
             .log
             .reserve(&self.store.vol, &self.store.space, owner, entries)?;
-        self.note_writers(st.log.inflight as u64);
-        Ok(r)
+        self.note_writers(st.log.out() + 1);
+        let mut freed = crate::space::Runs::new();
+        st.defer = Some(log::Offsets::new());
+        for (e, &off) in entries.iter().zip(&r.offsets) {
+            freed.extend(st.apply(off, e));
+        }
+        let superseded = st.defer.take().unwrap_or_default();
+        st.log.complete(&self.store.vol, ioff, &r);
+        let ticket = st.log.served;
+        st.log.served += 1;
+        if !superseded.is_empty() {
+            st.log.deferred.push_back((ticket, superseded));
+        }
+        let gc_due = st.log.gc_hint || st.log.wants_compaction();
+        Ok(Some(log::Served {
+            r,
+            ticket,
+            freed,
+            gc_due,
+        }))
     }
 
     /// The Write entries mapping `runs` from page `first` on.
@@ -465,7 +513,7 @@ impl DataPlane {
     }
 
     /// Commits a data write (whose data is already stored) with the concurrent append
-    /// protocol: reserve, then [`finish_concurrent`](Self::finish_concurrent).
+    /// protocol: served, then [`finish_concurrent`](Self::finish_concurrent).
     pub(super) fn commit_write_concurrent(
         &self,
         inode: &Inode,
@@ -475,51 +523,48 @@ impl DataPlane {
     ) -> Result<()> {
         interleave::point(Point::DataWritten);
         let entries = Self::write_entries(first, runs, end, Timespec::now());
-        let r = self.reserve_or_free(inode, &entries, runs)?;
-        self.finish_concurrent(inode, &r, &entries);
+        let served = self.serve_or_free(inode, &entries, runs)?;
+        interleave::point(Point::Reserved);
+        self.finish_concurrent(inode, &served, &entries);
         Ok(())
     }
 
-    /// Concurrent append after the reservation (data pages stored): entries, fence,
-    /// mark, complete, fence; then the superseded blocks are freed. Cannot fail.
-    fn finish_concurrent(&self, inode: &Inode, r: &log::Reservation, entries: &[Entry]) {
-        interleave::point(Point::Reserved);
+    /// Concurrent append after it was served (data pages stored): entries, fence,
+    /// mark, fence; the append is finished, then the superseded blocks are freed.
+    /// Cannot fail; takes no lock unless the log wants GC.
+    fn finish_concurrent(&self, inode: &Inode, s: &log::Served, entries: &[Entry]) {
         let ioff = self.store.geo.inode_off(inode.ino);
-        let word = log::write_reserved(&self.store.vol, r, entries);
+        let word = log::write_reserved(&self.store.vol, &s.r, entries);
         // Fence: the data pages (non-temporal stores) and the entry bodies are durable
         // before the commit mark that makes them part of the file.
         if !bugs::on(Bug::NoFenceBeforeTail) {
             self.store.vol.fence();
         }
-        log::mark_reserved(&self.store.vol, r, word);
+        log::mark_reserved(&self.store.vol, &s.r, word);
         interleave::point(Point::Marked);
-        let mut freed = crate::space::Runs::new();
-        let gc_due = {
-            let mut st = lock_briefly(inode);
-            for (e, &off) in entries.iter().zip(&r.offsets) {
-                freed.extend(st.apply(off, e));
-            }
-            st.log.complete(&self.store.vol, ioff, r);
-            st.log.gc_hint || st.log.wants_compaction()
-        };
-        // Outside the lock: the mark, and the tail word, which holds our end or a later
-        // writer's (who may not have fenced yet); either way both are written back
-        // before our fence. The mark's write-back waits until here: a locked
-        // instruction (the state lock) issued after a write-back waits for it to
-        // finish. A tail that reaches PM without the mark leaves our leader unmarked
-        // under the tail, which replay skips (the write had not returned).
-        log::flush_mark(&self.store.vol, r);
+        if bugs::on(Bug::TailNotMax) {
+            // The bug: the writer stores its own end, which a later append's tail
+            // may already have passed (pNOVA Fig. 3).
+            self.store.vol.store_u64(ioff + INO_TAIL_OFF, s.r.end);
+        }
+        // The mark, and the tail word, which holds our end or a later append's (whose
+        // writer may not have fenced yet); either way both are written back before
+        // our fence. A tail that reaches PM without the mark leaves our leader
+        // unmarked under the tail, which replay skips (the write had not returned).
+        log::flush_mark(&self.store.vol, &s.r);
         self.store.vol.flush(ioff + INO_TAIL_OFF, 8);
         // Fence: the commit mark and a tail covering it are durable before the write
-        // returns, and before the blocks it superseded can be reused.
+        // returns, before the entries it superseded may leave the chain (the finished
+        // flag), and before the blocks it superseded can be reused.
         if !bugs::on(Bug::NoFenceAfterTail) {
             self.store.vol.fence();
         }
+        inode.index.appends().finish(s.ticket);
         // Through the invalidation point: what shadows the unmapped blocks is
         // cleared before they can be reused.
-        self.store.free_data(&freed);
-        if gc_due {
-            let mut st = inode.state.lock();
+        self.store.free_data(&s.freed);
+        if s.gc_due {
+            let mut st = contention::take(&inode.state);
             self.store.gc(&mut st);
         }
     }

@@ -216,7 +216,7 @@ impl IntervalLock {
     /// Locks `[start, end)` (shared unless `write`); returns the ticket to unlock with.
     pub fn lock(&self, start: u64, end: u64, write: bool) -> u32 {
         let end = end.max(start.saturating_add(1));
-        let mut t = self.tree.lock();
+        let mut t = crate::contention::take(&self.tree);
         let (_id, idx, blockers) = t.insert(start, end, write);
         if blockers > 0 {
             while t.nodes[idx as usize].blockers > 0 {
@@ -227,7 +227,7 @@ impl IntervalLock {
     }
 
     pub fn unlock(&self, ticket: u32) {
-        let mut t = self.tree.lock();
+        let mut t = crate::contention::take(&self.tree);
         t.remove(ticket);
         drop(t);
         self.cv.notify_all();

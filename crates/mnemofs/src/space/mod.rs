@@ -20,8 +20,10 @@ pub(crate) use placement::Placement;
 #[doc(hidden)]
 pub mod bench;
 mod placement;
+use crate::contention;
 #[cfg(test)]
 use crate::types::PlacementMode;
+use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,12 +35,41 @@ const META_RESERVE_MAX: u64 = 256;
 /// allocations; a full stack sends frees to the trees, where they coalesce).
 const SINGLES_MAX: usize = 32;
 
+/// Blocks a thread's magazine holds at most (one-device volumes): one-block
+/// allocations and frees go through it, and only a refill or a spill of half of it
+/// touches the shared counters and a range's lock.
+const MAG_MAX: usize = 32;
+
+/// A thread's free single blocks for one allocator, taken out of the shared
+/// counters (free space all the same: `statfs` counts them, the free list saved at
+/// unmount holds them). Locked by its thread on every use (never contended: its
+/// own line), by others only to empty it when space is short.
+#[derive(Default)]
+struct Mag {
+    blocks: Mutex<Vec<u64>>,
+    /// `blocks.len()`, stored by whoever holds `blocks` after each change (read
+    /// without the lock by `statfs`).
+    len: AtomicU64,
+}
+
+/// Allocators made so far in this process: each gets a number of its own, which
+/// names its magazines in a thread's list.
+static SPACES: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// The calling thread's magazines, by allocator number.
+    static MAGS: std::cell::RefCell<Vec<(u64, std::sync::Arc<CachePadded<Mag>>)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
 pub(crate) struct Space {
     geo: Geometry,
     placement: Placement,
-    /// One allocator per range ([`Placement`]: per device, per CPU).
-    cpus: Vec<Mutex<Extents>>,
-    free: AtomicU64,
+    /// One allocator per range ([`Placement`]: per device, per CPU), each on lines
+    /// of its own.
+    cpus: Vec<CachePadded<Mutex<Extents>>>,
+    /// Free blocks in the ranges (claimed before they are taken).
+    free: CachePadded<AtomicU64>,
     /// Free blocks of each device. A device at 0 is "fat" (MBS-LVM): allocations
     /// pass over it until a block on it is freed.
     dev_free: Vec<AtomicU64>,
@@ -46,6 +77,11 @@ pub(crate) struct Space {
     /// Blocks kept as files' spares (`InodeState::spare`): free space outside the
     /// allocator, counted here for `statfs`, given back on demand.
     spares: AtomicU64,
+    /// This allocator's number ([`SPACES`]).
+    id: u64,
+    /// Every thread's magazine of this allocator (one-device volumes only: blocks
+    /// of several devices are placed by NUMA node, which a magazine would not do).
+    mags: Mutex<Vec<std::sync::Arc<CachePadded<Mag>>>>,
 }
 
 /// A run of contiguous blocks.
@@ -161,16 +197,118 @@ impl Space {
         Space {
             geo,
             cpus: (0..placement.ranges())
-                .map(|_| Mutex::new(Extents::default()))
+                .map(|_| CachePadded::new(Mutex::new(Extents::default())))
                 .collect(),
-            free: AtomicU64::new(0),
+            free: CachePadded::new(AtomicU64::new(0)),
             dev_free: (0..placement.devices())
                 .map(|_| AtomicU64::new(0))
                 .collect(),
             placement,
             reserve: (geo.data_blocks() / 100).clamp(8, META_RESERVE_MAX),
             spares: AtomicU64::new(0),
+            id: SPACES.fetch_add(1, Ordering::Relaxed),
+            mags: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Calls `f` with the calling thread's magazine of this allocator (made on first
+    /// use), or returns `None` where magazines are not used (several devices).
+    #[inline]
+    fn with_mag<R>(&self, f: impl FnOnce(&mut Vec<u64>) -> R) -> Option<R> {
+        if self.dev_free.len() != 1 {
+            return None;
+        }
+        MAGS.try_with(|m| {
+            let mut list = m.borrow_mut();
+            let pos = match list.iter().position(|(id, _)| *id == self.id) {
+                Some(p) => p,
+                None => {
+                    // Magazines of allocators since dropped (only this thread holds
+                    // them) are forgotten when the list grows.
+                    if list.len() >= 8 {
+                        list.retain(|(_, g)| std::sync::Arc::strong_count(g) > 1);
+                    }
+                    // A magazine whose thread has ended (the list holds the only
+                    // other reference) is taken over with its blocks; else a new one.
+                    let mut all = self.mags.lock();
+                    let g = match all.iter().find(|g| std::sync::Arc::strong_count(g) == 1) {
+                        Some(g) => g.clone(),
+                        None => {
+                            let g = std::sync::Arc::new(CachePadded::new(Mag::default()));
+                            all.push(g.clone());
+                            g
+                        }
+                    };
+                    drop(all);
+                    list.push((self.id, g));
+                    list.len() - 1
+                }
+            };
+            let mag = &list[pos].1;
+            let mut blocks = mag.blocks.lock();
+            let r = f(&mut blocks);
+            mag.len.store(blocks.len() as u64, Ordering::Relaxed);
+            r
+        })
+        .ok()
+    }
+
+    /// One block for data from the calling thread's magazine, refilled with half a
+    /// magazine when empty; `None` when magazines are off or no refill was possible.
+    #[inline]
+    fn alloc_from_mag(&self) -> Option<u64> {
+        self.with_mag(|mag| {
+            if let Some(b) = mag.pop() {
+                return Some(b);
+            }
+            let runs = self.alloc_shared((MAG_MAX / 2) as u64, false).ok()?;
+            for (s, l) in runs {
+                mag.extend((s..s + l).rev());
+            }
+            mag.pop()
+        })
+        .flatten()
+    }
+
+    /// Puts a freed block in the calling thread's magazine, spilling half of it
+    /// back to the ranges when full; false when magazines are off.
+    #[inline]
+    fn free_to_mag(&self, block: u64) -> bool {
+        self.with_mag(|mag| {
+            mag.push(block);
+            if mag.len() > MAG_MAX {
+                let spill: Vec<u64> = mag.drain(..MAG_MAX / 2).collect();
+                for b in spill {
+                    self.free_shared(b, 1);
+                }
+            }
+        })
+        .is_some()
+    }
+
+    /// Empties every thread's magazine into the ranges (space is short: an
+    /// allocation that needs more than the ranges hold). How many blocks.
+    fn drain_mags(&self) -> u64 {
+        let mags: Vec<_> = self.mags.lock().clone();
+        let mut n = 0;
+        for g in mags {
+            let blocks: Vec<u64> = {
+                let mut b = g.blocks.lock();
+                g.len.store(0, Ordering::Relaxed);
+                std::mem::take(&mut *b)
+            };
+            n += blocks.len() as u64;
+            for b in blocks {
+                self.free_shared(b, 1);
+            }
+        }
+        n
+    }
+
+    /// Blocks in every thread's magazine.
+    fn mag_blocks(&self) -> Vec<u64> {
+        let mags: Vec<_> = self.mags.lock().clone();
+        mags.iter().flat_map(|g| g.blocks.lock().clone()).collect()
     }
 
     /// Blocks kept as files' spares now.
@@ -223,8 +361,18 @@ impl Space {
         v
     }
 
+    /// Free blocks: in the ranges and in the threads' magazines.
     pub fn free_blocks(&self) -> u64 {
-        self.free.load(Ordering::Relaxed)
+        let mags: u64 = if self.dev_free.len() == 1 {
+            self.mags
+                .lock()
+                .iter()
+                .map(|g| g.len.load(Ordering::Relaxed))
+                .sum()
+        } else {
+            0
+        };
+        self.free.load(Ordering::Relaxed) + mags
     }
 
     /// Blocks that data writes may still take (free minus the metadata reserve).
@@ -242,7 +390,8 @@ impl Space {
         v
     }
 
-    /// All free extents, in block order, adjacent ones merged.
+    /// All free extents (the threads' magazines included), in block order,
+    /// adjacent ones merged.
     pub fn extents(&self) -> Vec<Run> {
         let mut v: Vec<Run> = Vec::new();
         for m in &self.cpus {
@@ -250,6 +399,7 @@ impl Space {
             v.extend(m.by_start.iter().map(|(&s, &l)| (s, l)));
             v.extend(m.singles.iter().map(|&b| (b, 1)));
         }
+        v.extend(self.mag_blocks().into_iter().map(|b| (b, 1)));
         v.sort_unstable();
         let mut out: Vec<Run> = Vec::with_capacity(v.len());
         for (s, l) in v {
@@ -314,6 +464,7 @@ impl Space {
     fn taken(&self, r: usize, n: u64) {
         let d = r / self.placement.per_dev();
         self.dev_free[d].fetch_sub(n, Ordering::AcqRel);
+        contention::rmw(1);
     }
 
     /// Claims `n` blocks of the free count, keeping `floor` of it; false when there
@@ -324,6 +475,7 @@ impl Space {
             if cur < n.saturating_add(floor) {
                 return false;
             }
+            contention::rmw(1);
             match self
                 .free
                 .compare_exchange_weak(cur, cur - n, Ordering::AcqRel, Ordering::Relaxed)
@@ -337,6 +489,11 @@ impl Space {
     /// Allocates `n` blocks as one or more runs. `meta` allocations may dip into the
     /// reserve; data allocations fail with ENOSPC before touching it.
     pub fn alloc(&self, n: u64, meta: bool) -> Result<Runs> {
+        if n == 1 && !meta {
+            if let Some(b) = self.alloc_from_mag() {
+                return Ok(smallvec::smallvec![(b, 1)]);
+            }
+        }
         let node = if self.dev_free.len() > 1 {
             pm::thread_node()
         } else {
@@ -345,8 +502,22 @@ impl Space {
         self.alloc_for(n, meta, node)
     }
 
-    /// Allocates `n` blocks as [`Space::alloc`] does, placed for a thread of `node`.
+    /// Allocates `n` blocks as [`Space::alloc`] does, placed for a thread of `node`;
+    /// when the ranges are short, the threads' magazines go back to them first.
     fn alloc_for(&self, n: u64, meta: bool, node: u32) -> Result<Runs> {
+        match self.alloc_shared_on(n, meta, node) {
+            Err(FsError::NoSpace) if self.drain_mags() > 0 => self.alloc_shared_on(n, meta, node),
+            r => r,
+        }
+    }
+
+    /// Allocates `n` blocks from the ranges (no magazine), placed for this thread.
+    fn alloc_shared(&self, n: u64, meta: bool) -> Result<Runs> {
+        self.alloc_shared_on(n, meta, 0)
+    }
+
+    /// Allocates `n` blocks from the ranges, placed for a thread of `node`.
+    fn alloc_shared_on(&self, n: u64, meta: bool, node: u32) -> Result<Runs> {
         if n == 0 {
             return Ok(Runs::new());
         }
@@ -358,6 +529,7 @@ impl Space {
         let mut runs = Runs::new();
         let mut need = n;
         self.try_ranges(node, |r| {
+            contention::rmw(1);
             let mut m = self.cpus[r].lock();
             let before = need;
             need = m.take_into(need, &mut runs);
@@ -374,6 +546,7 @@ impl Space {
                 self.free_run(s, l);
             }
             self.free.fetch_add(need, Ordering::AcqRel);
+            contention::rmw(1);
             return Err(FsError::NoSpace);
         }
         Ok(runs)
@@ -433,8 +606,17 @@ impl Space {
         runs.first().map(|r| r.0).ok_or(FsError::NoSpace)
     }
 
-    /// Returns a run to the allocator(s) owning its blocks.
-    pub fn free_run(&self, mut start: u64, mut len: u64) {
+    /// Returns a run to the allocator: one block to the calling thread's magazine,
+    /// more to the range(s) owning them.
+    pub fn free_run(&self, start: u64, len: u64) {
+        if len == 1 && self.free_to_mag(start) {
+            return;
+        }
+        self.free_shared(start, len);
+    }
+
+    /// Returns a run to the range(s) owning its blocks.
+    fn free_shared(&self, mut start: u64, mut len: u64) {
         debug_assert!(len == 0 || self.geo.is_data_block(start + len - 1));
         while len > 0 {
             let r = self.placement.range_of(start);
@@ -445,6 +627,7 @@ impl Space {
             // the fat list).
             self.dev_free[r / self.placement.per_dev()].fetch_add(take, Ordering::AcqRel);
             self.free.fetch_add(take, Ordering::AcqRel);
+            contention::rmw(3);
             start += take;
             len -= take;
         }
@@ -470,7 +653,8 @@ mod tests {
         let s = Space::empty(g);
         for (i, &u) in used.iter().enumerate() {
             if !u {
-                s.free_run(g.data_start + i as u64, 1);
+                // Into the ranges, as recovery builds them (not a magazine).
+                s.free_shared(g.data_start + i as u64, 1);
             }
         }
         s
@@ -533,7 +717,7 @@ mod tests {
                 // Whole extents, as recovery frees them (not block by block).
                 if i == 0 || used[i - 1] {
                     let len = used[i..].iter().take_while(|&&x| !x).count() as u64;
-                    s.free_run(g.data_start + i as u64, len);
+                    s.free_shared(g.data_start + i as u64, len);
                 }
             }
         }
@@ -547,9 +731,13 @@ mod tests {
         // More than any extent holds: the longest first, then the next longest.
         let r = s.alloc(402, true).unwrap();
         assert_eq!(r.to_vec(), vec![(d + 60, 400), (d + 35, 2)]);
-        // A freed single block comes back first.
+        // A freed single block goes to the thread's magazine and is its next
+        // one-block data allocation; it counts free meanwhile.
+        assert_eq!(s.free_blocks(), 1);
         s.free_run(d + 10, 1);
-        assert_eq!(s.alloc(1, true).unwrap().to_vec(), vec![(d + 10, 1)]);
+        assert_eq!(s.free_blocks(), 2);
+        assert_eq!(s.alloc(1, false).unwrap().to_vec(), vec![(d + 10, 1)]);
+        assert_eq!(s.free_blocks(), 1);
         // Free everything again: the extents merge, singles included.
         s.free_runs(&r);
         for b in [10, 20, 21, 22, 30, 31, 32, 33, 34, 50, 51] {
@@ -565,7 +753,9 @@ mod tests {
                 (d + 60, 400)
             ]
         );
-        assert_eq!(s.per_cpu_free().iter().sum::<u64>(), 414);
+        // The ranges hold them but for the single blocks in this thread's magazine.
+        let in_ranges = s.per_cpu_free().iter().sum::<u64>();
+        assert_eq!(in_ranges + s.mag_blocks().len() as u64, 414);
         assert_eq!(s.free_blocks(), 414);
     }
 
