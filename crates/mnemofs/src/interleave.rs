@@ -17,12 +17,14 @@ use std::sync::Arc;
 /// Where a concurrent data write may be interleaved with others.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Point {
-    /// New data pages are stored (bounded writes reserve their slots first, appends
-    /// after).
+    /// New data pages are stored (bounded writes after their append was served,
+    /// extent commits before).
     DataWritten,
-    /// Log slots are reserved; nothing is written to them yet.
+    /// The append was served: slots reserved, DRAM state applied, the tail stored
+    /// over the slots (not flushed); nothing is written to the slots yet.
     Reserved,
-    /// The entries are written, fenced and commit-marked; the tail is not moved yet.
+    /// The entries are written, fenced and commit-marked; mark and tail not yet
+    /// flushed and fenced.
     Marked,
 }
 

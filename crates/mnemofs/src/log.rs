@@ -13,30 +13,32 @@
 //! 4. the inode's tail word (one 8-byte store, or through the lite journal for
 //!    multi-inode operations), then a fence.
 //!
-//! **Concurrent append** ([`LogState::reserve`], [`write_reserved`],
-//! [`LogState::complete`]), used by bounded data writes in the `interval` and
-//! `segment` lock modes while the file has other writers, so that writers of
-//! disjoint ranges of one file log in parallel:
-//! 1. *reserve* (state lock held for a few DRAM updates): slots after the DRAM tail;
-//!    a new log page is zeroed, linked and fenced right there (rare), so that any
-//!    writer's tail may point into it; the slots' pages are pinned against GC;
-//! 2. *write* (no lock): the bodies with a **zero** mark, flushed;
+//! **Concurrent append** ([`LogState::reserve`] and [`LogState::complete`] in one
+//! state-lock section, [`write_reserved`], [`mark_reserved`], [`Appends::finish`]),
+//! used by bounded data writes in the `interval` and `segment` lock modes while the
+//! file has other writers, so that writers of disjoint ranges of one file log in
+//! parallel:
+//! 1. *serve* (state lock held by whichever writer combines a batch of queued requests,
+//!    `combine.rs`): slots after the DRAM tail — a new log page is zeroed, linked and
+//!    fenced right there (rare), so that any writer's tail may point into it — the
+//!    entries applied to DRAM, the tail word stored over the slots (tails grow in serve
+//!    order, which is log order), and a *ticket*; the entries the append supersedes
+//!    stay live until its ticket is finished ([`LogState::deferred`]);
+//! 2. *write* (no lock): data pages, the bodies with a **zero** mark, flushed;
 //! 3. fence — data pages and bodies durable before the mark;
 //! 4. *mark* (no lock): one 8-byte store of the commit word into the first entry of the
-//!    reservation, flushed. A multi-entry write is one *group*: the first entry
-//!    (leader) carries the group size; the others are *followers*, stored with a
-//!    follower mark with the body, and count only through a committed leader;
-//! 5. *complete* (state lock): apply to DRAM; the tail word becomes the end of this
-//!    reservation **only if no later reservation moved it already** (tail = max in log
-//!    order, tracked by reservation sequence numbers); flushed;
-//! 6. fence (no lock) — mark and tail durable before the write returns; then the
-//!    superseded data blocks are freed.
+//!    reservation. A multi-entry write is one *group*: the first entry (leader) carries
+//!    the group size; the others are *followers*, stored with a follower mark with the
+//!    body, and count only through a committed leader;
+//! 5. the mark's and the tail's lines flushed, fence (no lock) — mark and tail durable
+//!    before the write returns; then the ticket is finished ([`Appends::finish`]) and
+//!    the superseded data blocks are freed.
 //!
-//! A tail moved by a later writer can lie past slots still being written: they hold a
-//! zero mark (pages are zeroed when they join a log), so recovery skips them one unit
-//! at a time (concurrent entries are one unit each); follower marks without a
-//! committed leader are skipped too. This is pNOVA's fix for its Fig. 3, where a
-//! tail alone would expose an entry still in flight.
+//! The tail covers slots still being written: they hold a zero mark (pages are zeroed
+//! when they join a log), so recovery skips them one unit at a time (concurrent entries
+//! are one unit each); follower marks without a committed leader are skipped too. This
+//! is pNOVA's fix for its Fig. 3, where a tail alone would expose an entry still in
+//! flight.
 //!
 //! Recovery replays exactly the committed entries (tag and CRC valid) that lie before
 //! the persisted tail; a mark with a bad CRC below the tail is corruption (a mark is

@@ -4,8 +4,9 @@
 //!
 //! Persistence order per write (DESIGN.md §3): new data pages (non-temporal stores)
 //! → log entries → fence → tail → fence → DRAM index → old pages freed. In the
-//! `interval` and `segment` lock modes the entries follow the concurrent append
-//! protocol of the `log` module (reserve, write, fence, mark, tail = max, fence).
+//! `interval` and `segment` lock modes the writes of a shared file follow the
+//! concurrent append protocol of the `log` module (served in a batch under the state
+//! lock: slots, DRAM state, tail; then data, entries, fence, mark, fence, finished).
 
 use super::{DataPlane, MAX_FILE_SIZE};
 use crate::addr::{page_of, page_start};
