@@ -1,6 +1,6 @@
 //! Scenario: every injected bug is caught. Each bug is run on the seq-1 workload
 //! where the full run first reports it (bugs are process-wide, so one test runs them
-//! one after another); the LAWN bugs with the `lawn` small-write mode, the bug of the
+//! one after another); the LAWN bugs with the `lawn` small-write mode, the bugs of the
 //! concurrent append protocol on the multi-writer workload. The journal and allocator
 //! bugs are run on 2-CPU images as well, the LAWN bugs of page-format descriptors on
 //! version-6 images.
@@ -24,6 +24,7 @@ fn every_injected_bug_is_caught() {
         ("free-before-commit", Kind::Seq1, 15),
         ("truncate-keeps-tail", Kind::Seq1, 11),
         ("tail-not-max", Kind::Multi, 1),
+        ("mark-with-body", Kind::Multi, 0),
         ("lawn-descriptor-before-data", Kind::Seq1, 0),
         ("lawn-descriptor-kept-on-reuse", Kind::Seq1, 7),
         ("lawn-sum-unchecked", Kind::Seq1, 2),
@@ -89,6 +90,7 @@ fn every_injected_bug_is_caught() {
         ("free-list-before-rollback", Kind::Seq1, 0),
         ("free-before-commit", Kind::Seq1, 15),
         ("tail-not-max", Kind::Multi, 1),
+        ("mark-with-body", Kind::Multi, 0),
     ];
     for (name, kind, only) in two_cpus {
         let mut cfg = Config::new(kind);
