@@ -84,27 +84,8 @@ fn a_shared_file_overwrite_costs_one_combined_section_and_two_queue_operations()
     let f = fs.create(ROOT_INO, b"shared", 0o644, 0, 0).unwrap().ino;
     fs.write(f, 0, &vec![0u8; 64 * 4096]).unwrap();
     // Writers of disjoint pages until the file is seen shared.
-    for round in 0..200u8 {
-        let ths: Vec<_> = (0..4u64)
-            .map(|t| {
-                let fs = fs.clone();
-                std::thread::spawn(move || {
-                    for i in 0..200u64 {
-                        let pg = (i * 4 + t) % 64;
-                        fs.write(f, pg * 4096, &[round; 4096]).unwrap();
-                    }
-                })
-            })
-            .collect();
-        for th in ths {
-            th.join().unwrap();
-        }
-        if fs.write_contention(f).unwrap() > 0 {
-            break;
-        }
-    }
     assert!(
-        fs.write_contention(f).unwrap() > 0,
+        common::write_until_shared(&fs, f, 200, 200).is_some(),
         "four writers never met"
     );
     // Warm this thread's magazine (its first allocation refills it).

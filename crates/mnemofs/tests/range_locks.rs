@@ -132,33 +132,11 @@ fn a_writer_alone_takes_the_locked_append_and_shared_files_the_concurrent_one() 
         // Four threads overwrite pages of their own (page p belongs to thread p % 4)
         // until the file has been seen shared.
         let mut model = [0u8; 64];
-        model[3] = 1;
-        let mut shared = false;
-        for round in 0..50u8 {
-            let ths: Vec<_> = (0..4u64)
-                .map(|t| {
-                    let fs = fs.clone();
-                    std::thread::spawn(move || {
-                        for i in 0..400u64 {
-                            let pg = (i * 4 + t) % 64;
-                            fs.write(f, pg * 4096, &[round.wrapping_add(t as u8); 4096])
-                                .unwrap();
-                        }
-                    })
-                })
-                .collect();
-            for th in ths {
-                th.join().unwrap();
-            }
-            for (pg, m) in model.iter_mut().enumerate() {
-                *m = round.wrapping_add((pg % 4) as u8);
-            }
-            if contention() > 0 {
-                shared = true;
-                break;
-            }
+        let round = common::write_until_shared(&fs, f, 50, 400);
+        let round = round.unwrap_or_else(|| panic!("{lock:?}: four writers never met"));
+        for (pg, m) in model.iter_mut().enumerate() {
+            *m = round.wrapping_add((pg % 4) as u8);
         }
-        assert!(shared, "{lock:?}: four writers never met");
         // Seen shared: the concurrent append, even for a writer alone now.
         let after = flushes(4, 3);
         assert!(after.iter().all(|&n| n >= 2), "{lock:?}: shared: {after:?}");

@@ -45,3 +45,36 @@ pub fn opts() -> MountOptions {
 pub fn mount(img: &Img) -> Fs {
     mnemofs::mount(&img.path, &opts()).unwrap()
 }
+
+/// Rounds of four threads overwriting pages of their own of file `ino` (the first 64
+/// pages; page p belongs to thread p % 4), `writes` writes each, thread t writing the
+/// byte `round + t`, until the file is seen shared (`Fs::write_contention`) or
+/// `rounds` have run. Returns the round it was seen shared in.
+pub fn write_until_shared(
+    fs: &std::sync::Arc<Fs>,
+    ino: mnemofs::Ino,
+    rounds: u8,
+    writes: u64,
+) -> Option<u8> {
+    for round in 0..rounds {
+        let ths: Vec<_> = (0..4u64)
+            .map(|t| {
+                let fs = fs.clone();
+                std::thread::spawn(move || {
+                    for i in 0..writes {
+                        let pg = (i * 4 + t) % 64;
+                        fs.write(ino, pg * 4096, &[round.wrapping_add(t as u8); 4096])
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for th in ths {
+            th.join().unwrap();
+        }
+        if fs.write_contention(ino).unwrap() > 0 {
+            return Some(round);
+        }
+    }
+    None
+}
