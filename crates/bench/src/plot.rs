@@ -153,6 +153,29 @@ pub fn lines(
     y_label: &str,
     lines: &[Line],
 ) -> BenchResultT<()> {
+    draw_lines(path, title, x_label, y_label, lines, true)
+}
+
+/// Writes a line chart to `path` (SVG): every line through its points, each point
+/// marked (a scaling curve: ops/s against threads).
+pub fn curves(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    lines: &[Line],
+) -> BenchResultT<()> {
+    draw_lines(path, title, x_label, y_label, lines, false)
+}
+
+fn draw_lines(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    lines: &[Line],
+    as_steps: bool,
+) -> BenchResultT<()> {
     let pts = || lines.iter().flat_map(|l| l.points.iter());
     let xmax = pts().map(|p| p.0).fold(0.0f64, f64::max).max(1e-9);
     let xmin = pts().map(|p| p.0).fold(xmax, f64::min);
@@ -177,12 +200,19 @@ pub fn lines(
     for (i, l) in lines.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         let mut steps = Vec::with_capacity(l.points.len() * 2);
-        for w in l.points.windows(2) {
-            steps.push(w[0]);
-            steps.push((w[1].0, w[0].1));
-        }
-        if let Some(&last) = l.points.last() {
-            steps.push(last);
+        if as_steps {
+            for w in l.points.windows(2) {
+                steps.push(w[0]);
+                steps.push((w[1].0, w[0].1));
+            }
+            if let Some(&last) = l.points.last() {
+                steps.push(last);
+            }
+        } else {
+            steps.extend_from_slice(&l.points);
+            chart
+                .draw_series(l.points.iter().map(|&p| Circle::new(p, 3, color.filled())))
+                .map_err(|e| plot_err(path, e))?;
         }
         chart
             .draw_series(LineSeries::new(steps, color.stroke_width(1)))

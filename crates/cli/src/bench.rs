@@ -161,6 +161,10 @@ pub enum BenchCmd {
     /// Run presets (and PM profiles) side by side, interleaved over rounds; medians
     /// and ratios to the first
     Compare(Box<CompareArgs>),
+    /// The scaling sweep (FxMark style): a workload at 1, 2, 4, ... threads up to the
+    /// core count, presets side by side, interleaved rounds; ops/s and contention
+    /// counters per point, and a plot of ops/s against threads
+    Scale(Box<ScaleArgs>),
     /// Run fio against ext4 data=journal, tmpfs, bindfs and a mnemofs FUSE mount
     /// (needs root and fio)
     Peers(PeersArgs),
@@ -203,6 +207,46 @@ pub struct CompareArgs {
     pub plot: Option<PathBuf>,
     #[command(flatten)]
     pub common: CommonArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct ScaleArgs {
+    /// Workload to sweep
+    #[arg(long, value_name = "W")]
+    pub workload: String,
+    /// Presets to sweep, comma separated; ratios are to the first
+    #[arg(
+        long,
+        value_name = "A,B,...",
+        value_delimiter = ',',
+        default_value = "nova,pnova"
+    )]
+    pub presets: Vec<String>,
+    /// The largest thread count: the sweep runs 1, 2, 4, ... and this [default: this
+    /// machine's CPUs]
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Rounds (each runs every preset at every thread count once, interleaved); at
+    /// least 3
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub rounds: u32,
+    /// Draw ops/s against threads, one line per preset, as an SVG chart
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// The thread counts of a sweep up to `max`: the powers of two below it, and it.
+fn sweep_counts(max: usize) -> Vec<usize> {
+    let mut v = Vec::new();
+    let mut n = 1;
+    while n < max {
+        v.push(n);
+        n *= 2;
+    }
+    v.push(max.max(1));
+    v
 }
 
 #[derive(Args, Debug)]
@@ -371,6 +415,7 @@ fn run_config(w: Workload, c: &CommonArgs) -> RunConfig {
 pub fn run(a: &BenchArgs) -> CliResult<i32> {
     match &a.cmd {
         Some(BenchCmd::Compare(c)) => return run_compare(c),
+        Some(BenchCmd::Scale(c)) => return run_scale(c),
         Some(BenchCmd::Peers(p)) => return run_peers(p),
         Some(BenchCmd::Suite(s)) => return run_suite(s),
         Some(BenchCmd::Cluster(c)) => return crate::cluster_bench::run(c),
@@ -588,7 +633,78 @@ fn list() -> String {
     out
 }
 
+fn run_scale(c: &ScaleArgs) -> CliResult<i32> {
+    let max = match c.threads {
+        Some(0) => {
+            return Err(CliError::new("--threads must be at least 1").with_code(2));
+        }
+        Some(n) => n,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let args = CompareArgs {
+        workload: c.workload.clone(),
+        presets: c.presets.clone(),
+        pm_profiles: vec!["dram".to_string()],
+        threads: sweep_counts(max),
+        rounds: c.rounds,
+        plot: None,
+        common: c.common.clone(),
+    };
+    let (w, summary) = compare_table(&args)?;
+    if let Some(p) = &c.plot {
+        let lines: Vec<mnemofs_bench::plot::Line> = variant_labels(&summary)
+            .into_iter()
+            .map(|label| mnemofs_bench::plot::Line {
+                points: summary
+                    .iter()
+                    .filter(|x| x.variant == label)
+                    .map(|x| (x.threads as f64, x.ops_per_sec))
+                    .collect(),
+                name: label,
+            })
+            .collect();
+        let title = format!(
+            "{} ({}): ops/s against threads, median of {} rounds",
+            w.name(),
+            w.family(),
+            c.rounds
+        );
+        mnemofs_bench::plot::curves(p, &title, "threads", "ops/s", &lines).map_err(bench_err)?;
+        note(&format!("plot: {}", p.display()));
+    }
+    Ok(0)
+}
+
 fn run_compare(c: &CompareArgs) -> CliResult<i32> {
+    let (w, summary) = compare_table(c)?;
+    if let Some(p) = &c.plot {
+        let labels = variant_labels(&summary);
+        let title = format!(
+            "{} ({}): ops/s, median of {} rounds",
+            w.name(),
+            w.family(),
+            c.rounds
+        );
+        compare::plot(p, &title, &labels, &summary).map_err(bench_err)?;
+        note(&format!("plot: {}", p.display()));
+    }
+    Ok(0)
+}
+
+/// The variants of a comparison's medians, in their order.
+fn variant_labels(summary: &[compare::Summary]) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    for x in summary {
+        if !v.contains(&x.variant) {
+            v.push(x.variant.clone());
+        }
+    }
+    v
+}
+
+/// Runs the comparison `c` describes and prints its table; the workload and the
+/// medians.
+fn compare_table(c: &CompareArgs) -> CliResult<(Workload, Vec<compare::Summary>)> {
     let w = workload(&c.workload)?;
     if c.rounds < 3 {
         return Err(
@@ -677,18 +793,7 @@ fn run_compare(c: &CompareArgs) -> CliResult<i32> {
     } else {
         emit(table.trim_end());
     }
-    if let Some(p) = &c.plot {
-        let labels: Vec<String> = cfg.variants.iter().map(|v| v.label.clone()).collect();
-        let title = format!(
-            "{} ({}): ops/s, median of {} rounds",
-            w.name(),
-            w.family(),
-            c.rounds
-        );
-        compare::plot(p, &title, &labels, &summary).map_err(bench_err)?;
-        note(&format!("plot: {}", p.display()));
-    }
-    Ok(0)
+    Ok((w, summary))
 }
 
 fn run_peers(p: &PeersArgs) -> CliResult<i32> {
@@ -760,6 +865,14 @@ fn run_suite(s: &SuiteArgs) -> CliResult<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sweep_doubles_up_to_the_core_count() {
+        assert_eq!(sweep_counts(16), vec![1, 2, 4, 8, 16]);
+        assert_eq!(sweep_counts(12), vec![1, 2, 4, 8, 12]);
+        assert_eq!(sweep_counts(2), vec![1, 2]);
+        assert_eq!(sweep_counts(1), vec![1]);
+    }
 
     #[test]
     fn durations() {

@@ -83,6 +83,14 @@ fn bad_inputs_are_refused_cleanly() {
     assert_eq!(o.status.code(), Some(2));
     one_line_error(&o, "--net wan: loopback or netns");
 
+    // A scaling sweep to zero threads, and one with too few rounds.
+    let o = common::run(&["bench", "scale", "--workload", "dwom", "--threads", "0"]);
+    assert_eq!(o.status.code(), Some(2));
+    one_line_error(&o, "--threads must be at least 1");
+    let o = common::run(&["bench", "scale", "--workload", "dwom", "--rounds", "2"]);
+    assert_eq!(o.status.code(), Some(2));
+    one_line_error(&o, "--rounds must be at least 3");
+
     // mkfs below the minimum size, and over an existing mnemofs.
     one_line_error(
         &common::run(&["mkfs", &s(&d.join("tiny")), "--size", "1M"]),
