@@ -86,6 +86,9 @@ pub(crate) struct LogState {
     pub inflight: u32,
     /// A page lost its last live entry: fast GC has work.
     pub gc_hint: bool,
+    /// A concurrent append was told to run GC after its last fence (one at a time:
+    /// cleared when GC runs), so that the others do not all take the lock again.
+    pub gc_claimed: bool,
     /// Concurrent appends served so far ([`Appends`]): the next one's ticket.
     pub served: u64,
     /// Tickets below this are finished (their writers fenced mark and tail).

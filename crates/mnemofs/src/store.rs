@@ -178,6 +178,7 @@ impl Store {
         }
         // The entries finished concurrent appends superseded may die now.
         let InodeState { log, index, .. } = st;
+        log.gc_claimed = false;
         log.settle(index.appends_if_any());
         // Fast GC scans the chain: only when a page may have died since the last scan
         // (a scan per commit made every write O(log pages)).

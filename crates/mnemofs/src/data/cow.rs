@@ -317,7 +317,10 @@ impl DataPlane {
         if !superseded.is_empty() {
             st.log.deferred.push_back((ticket, superseded));
         }
-        let gc_due = st.log.gc_hint || st.log.wants_compaction();
+        // One writer at a time runs GC after its append (the others would all take
+        // the lock again for nothing while the hint stays set).
+        let gc_due = !st.log.gc_claimed && (st.log.gc_hint || st.log.wants_compaction());
+        st.log.gc_claimed |= gc_due;
         Ok(Some(log::Served {
             r,
             ticket,
