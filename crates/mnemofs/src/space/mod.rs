@@ -50,6 +50,13 @@ struct Mag {
     /// `blocks.len()`, stored by whoever holds `blocks` after each change (read
     /// without the lock by `statfs`).
     len: AtomicU64,
+    /// One freed block not in `blocks` yet (0: none), stored by the owner without
+    /// the lock: a write frees the block it superseded right after its last fence,
+    /// where a locked instruction would wait for that fence's write-backs to
+    /// finish. The owner's next locked use moves it into `blocks`; another thread
+    /// that empties the magazine takes it with a swap (only the owner stores a
+    /// block here, everyone else only takes).
+    pending: AtomicU64,
 }
 
 /// Allocators made so far in this process: each gets a number of its own, which
@@ -211,10 +218,29 @@ impl Space {
         }
     }
 
+    /// Calls `f` with the calling thread's magazine of this allocator, locked, its
+    /// pending block moved in (made on first use), or returns `None` where magazines
+    /// are not used (several devices).
+    #[inline]
+    fn with_mag<R>(&self, f: impl FnOnce(&mut Vec<u64>) -> R) -> Option<R> {
+        self.my_mag(|mag| {
+            let mut blocks = mag.blocks.lock();
+            if mag.pending.load(Ordering::Relaxed) != 0 {
+                let p = mag.pending.swap(0, Ordering::AcqRel);
+                if p != 0 {
+                    blocks.push(p);
+                }
+            }
+            let r = f(&mut blocks);
+            mag.len.store(blocks.len() as u64, Ordering::Relaxed);
+            r
+        })
+    }
+
     /// Calls `f` with the calling thread's magazine of this allocator (made on first
     /// use), or returns `None` where magazines are not used (several devices).
     #[inline]
-    fn with_mag<R>(&self, f: impl FnOnce(&mut Vec<u64>) -> R) -> Option<R> {
+    fn my_mag<R>(&self, f: impl FnOnce(&Mag) -> R) -> Option<R> {
         if self.dev_free.len() != 1 {
             return None;
         }
@@ -244,11 +270,7 @@ impl Space {
                     list.len() - 1
                 }
             };
-            let mag = &list[pos].1;
-            let mut blocks = mag.blocks.lock();
-            let r = f(&mut blocks);
-            mag.len.store(blocks.len() as u64, Ordering::Relaxed);
-            r
+            f(&list[pos].1)
         })
         .ok()
     }
@@ -270,10 +292,25 @@ impl Space {
         .flatten()
     }
 
-    /// Puts a freed block in the calling thread's magazine, spilling half of it
-    /// back to the ranges when full; false when magazines are off.
+    /// Puts a freed block in the calling thread's magazine — as its pending block,
+    /// with no locked instruction, when that is free — spilling half of it back to
+    /// the ranges when full; false when magazines are off.
     #[inline]
     fn free_to_mag(&self, block: u64) -> bool {
+        let parked = self.my_mag(|mag| {
+            if mag.pending.load(Ordering::Relaxed) == 0 {
+                // Release: pairs with the swap of whoever takes it.
+                mag.pending.store(block, Ordering::Release);
+                true
+            } else {
+                false
+            }
+        });
+        match parked {
+            None => return false,
+            Some(true) => return true,
+            Some(false) => {}
+        }
         self.with_mag(|mag| {
             mag.push(block);
             if mag.len() > MAG_MAX {
@@ -295,7 +332,9 @@ impl Space {
             let blocks: Vec<u64> = {
                 let mut b = g.blocks.lock();
                 g.len.store(0, Ordering::Relaxed);
-                std::mem::take(&mut *b)
+                let mut v = std::mem::take(&mut *b);
+                v.extend(Some(g.pending.swap(0, Ordering::AcqRel)).filter(|&p| p != 0));
+                v
             };
             n += blocks.len() as u64;
             for b in blocks {
@@ -308,7 +347,16 @@ impl Space {
     /// Blocks in every thread's magazine.
     fn mag_blocks(&self) -> Vec<u64> {
         let mags: Vec<_> = self.mags.lock().clone();
-        mags.iter().flat_map(|g| g.blocks.lock().clone()).collect()
+        mags.iter()
+            .flat_map(|g| {
+                // (The pending block read under the lock: the owner moves it into
+                // `blocks` only under it.)
+                let b = g.blocks.lock();
+                let mut v = b.clone();
+                v.extend(Some(g.pending.load(Ordering::Acquire)).filter(|&p| p != 0));
+                v
+            })
+            .collect()
     }
 
     /// Blocks kept as files' spares now.
@@ -367,7 +415,10 @@ impl Space {
             self.mags
                 .lock()
                 .iter()
-                .map(|g| g.len.load(Ordering::Relaxed))
+                .map(|g| {
+                    g.len.load(Ordering::Relaxed)
+                        + u64::from(g.pending.load(Ordering::Relaxed) != 0)
+                })
                 .sum()
         } else {
             0
