@@ -64,6 +64,9 @@ pub struct Summary {
     /// Page sizes measured over the rounds (`2M`, `4K`, `unknown`; several joined
     /// with `+` if rounds differed), with `/pf` when every round was pre-faulted.
     pub pages: String,
+    /// The modes the variant's mounts ran (`auto` resolved) and the medium that
+    /// decided them, from its first round.
+    pub modes: String,
 }
 
 /// Runs every round; `each` sees every result as it comes (for JSON Lines).
@@ -156,6 +159,16 @@ pub fn summarize(cfg: &CompareConfig, all: &[BenchResult]) -> Vec<Summary> {
                     .unwrap_or(0.0),
                 ratio,
                 pages,
+                modes: rs.first().map_or(String::new(), |r| {
+                    let mut m = format!(
+                        "lock={} small-write={} read-cache={}",
+                        r.lock, r.small_write, r.read_cache
+                    );
+                    if !r.medium.is_empty() {
+                        m.push_str(&format!(" (medium {})", r.medium));
+                    }
+                    m
+                }),
             });
         }
     }
@@ -210,10 +223,23 @@ pub fn summary_table(workload: &str, s: &[Summary]) -> String {
             x.pages.clone(),
         ]);
     }
+    let mut legend = String::new();
+    let mut said: Vec<&str> = Vec::new();
+    for x in s {
+        if !x.modes.is_empty() && !said.contains(&x.variant.as_str()) {
+            said.push(&x.variant);
+            legend.push_str(&format!("  {}: {}\n", x.variant, x.modes));
+        }
+    }
     format!(
         "{workload}: medians over rounds; ratio = ops/s over the first variant's; pages: \
-         measured page size of the image mapping, /pf: pre-faulted\n{}",
-        render(&rows)
+         measured page size of the image mapping, /pf: pre-faulted\n{}{}",
+        render(&rows),
+        if legend.is_empty() {
+            String::new()
+        } else {
+            format!("modes run:\n{legend}")
+        }
     )
 }
 

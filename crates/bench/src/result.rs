@@ -18,7 +18,13 @@ pub struct BenchResult {
     /// Preset name, or `preset+lock=L,small-write=W` when modes were overridden.
     pub preset: String,
     pub lock: String,
+    /// The small-write mode the mount ran (`auto` resolved).
     pub small_write: String,
+    /// The read cache mode the mount ran (`auto` resolved: `off` or `rcache`).
+    pub read_cache: String,
+    /// The medium the mount found and how (`mnemofs::medium`), which decided the
+    /// `auto` modes; empty for an engine that does not say.
+    pub medium: String,
     /// How LAWN descriptors were stored (`pm::Store16::name`: measured at mount
     /// unless named).
     pub lawn_desc_store: String,

@@ -559,14 +559,23 @@ pub struct EngineInfo {
     pub map_summary: String,
     /// The cache-line write-back instruction.
     pub flush_instruction: String,
+    /// The small-write and read cache modes the mount ran (`auto` resolved), and
+    /// the medium that decided them (`FsStats::medium`).
+    pub small_write: String,
+    pub read_cache: String,
+    pub medium: String,
 }
 
 impl EngineInfo {
     /// The facts of a mounted local engine.
     pub fn of(fs: &Fs) -> EngineInfo {
         let map = fs.map_report();
+        let st = fs.stats();
         EngineInfo {
-            lawn_desc_store: fs.stats().lawn_desc_store,
+            lawn_desc_store: st.lawn_desc_store,
+            small_write: st.small_write_mode,
+            read_cache: st.read_cache_mode,
+            medium: st.medium,
             pm_profile: fs.pm_profile().name.to_string(),
             map_mode: format!("{:?}", fs.map_mode()),
             map_pages: map.pages.name().to_string(),
@@ -736,7 +745,17 @@ pub fn measure_observed<E: FileSystem + 'static>(
         family: cfg.workload.family().to_string(),
         preset: cfg.preset.clone(),
         lock: m.lock.name().to_string(),
-        small_write: m.small_write.name().to_string(),
+        small_write: if info.small_write.is_empty() {
+            m.small_write.name().to_string()
+        } else {
+            info.small_write.clone()
+        },
+        read_cache: if info.read_cache.is_empty() {
+            m.read_cache.name().to_string()
+        } else {
+            info.read_cache.clone()
+        },
+        medium: info.medium.clone(),
         lawn_desc_store: info.lawn_desc_store.clone(),
         pm_profile: info.pm_profile.clone(),
         threads,

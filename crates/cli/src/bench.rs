@@ -118,6 +118,11 @@ pub struct CommonArgs {
     /// The read cache's hotness window in ms [default: 100]
     #[arg(long = "read-cache-window", value_name = "MS")]
     pub read_cache_window: Option<u64>,
+    /// The medium the `auto` modes (full's read cache and small writes) go by:
+    /// `dram` or `pm` [default: told at mount: pm under a latency profile or on a
+    /// DAX device measured slower than DRAM, else dram]
+    #[arg(long, value_name = "M")]
+    pub medium: Option<String>,
     /// Devices of the fresh volume (MBS-LVM): image files of the image size each,
     /// device i on NUMA node i modulo the topology's nodes
     #[arg(long, value_name = "N", default_value_t = 1)]
@@ -532,6 +537,9 @@ fn read_cache_options(m: &mut mnemofs::MountOptions, c: &CommonArgs) -> CliResul
             return Err(CliError::new("--read-cache-window must be at least 1 ms").with_code(2));
         }
         m.read_cache_window_ms = w;
+    }
+    if let Some(x) = &c.medium {
+        m.medium = Some(modes::medium(x)?);
     }
     Ok(())
 }

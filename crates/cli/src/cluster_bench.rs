@@ -841,6 +841,9 @@ fn run_client(a: &ClusterArgs, addr: &str) -> CliResult<()> {
         map_resident_bytes: 0,
         map_summary: "cluster client: the volume's devices mapped shared".into(),
         flush_instruction: "-".into(),
+        small_write: "cow".into(),
+        read_cache: "off".into(),
+        medium: "dram: cluster clients write the shared devices directly".into(),
     };
     // The RPC counters of the measured phase alone (not of making the data set
     // nor of the warm-up): read at its start, and once what it queued is sent.

@@ -135,12 +135,17 @@ pub fn run(a: &CrashtestArgs) -> CliResult<i32> {
                 names.join(", ")
             ))
         })?;
-    cfg.small_write = mnemofs::SmallWriteMode::ALL
-        .iter()
+    // A named mode: the explorer's traces must not depend on the medium (`auto`).
+    let named = || {
+        mnemofs::SmallWriteMode::ALL
+            .iter()
+            .filter(|x| x.1 != mnemofs::SmallWriteMode::Auto)
+    };
+    cfg.small_write = named()
         .find(|x| x.0 == a.small_write)
         .map(|x| x.1)
         .ok_or_else(|| {
-            let names: Vec<&str> = mnemofs::SmallWriteMode::ALL.iter().map(|x| x.0).collect();
+            let names: Vec<&str> = named().map(|x| x.0).collect();
             usage(format!(
                 "unknown small-write mode '{}' (valid: {})",
                 a.small_write,

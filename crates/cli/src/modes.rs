@@ -1,7 +1,9 @@
 //! Presets and mode names for `mount`.
 
 use crate::error::{CliError, CliResult};
-use mnemofs::{LockMode, MountOptions, ReadCacheMode, SmallWriteMode, PLANNED_PRESETS, PRESETS};
+use mnemofs::{
+    LockMode, Medium, MountOptions, ReadCacheMode, SmallWriteMode, PLANNED_PRESETS, PRESETS,
+};
 
 fn names<T>(list: &[(&str, T)]) -> String {
     list.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
@@ -111,6 +113,21 @@ pub fn resolve(
     resolve_with(preset, lock, small_write, None)
 }
 
+/// The medium `--medium` names.
+pub fn medium(name: &str) -> CliResult<Medium> {
+    Medium::ALL
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, m)| *m)
+        .ok_or_else(|| {
+            CliError::new(format!(
+                "unknown medium '{name}'; valid media: {}",
+                names(Medium::ALL)
+            ))
+            .with_code(2)
+        })
+}
+
 /// [`resolve`], with the read cache mode overridden too.
 pub fn resolve_with(
     preset: &str,
@@ -204,11 +221,18 @@ mod tests {
     }
 
     #[test]
-    fn the_default_preset_has_every_technique() {
+    fn the_default_preset_has_every_technique_where_it_pays() {
         let o = resolve(mnemofs::DEFAULT_PRESET, None, None).unwrap();
         assert_eq!(o.lock, LockMode::Segment);
-        assert_eq!(o.small_write, SmallWriteMode::Lawn);
-        assert_eq!(o.read_cache, ReadCacheMode::Rcache);
+        // LAWN and the read cache on PM, not over DRAM (`mnemofs::medium`).
+        assert_eq!(o.small_write, SmallWriteMode::Auto);
+        assert_eq!(o.read_cache, ReadCacheMode::Auto);
+        assert_eq!(o.medium, None);
+        assert_eq!(medium("pm").unwrap(), Medium::Pm);
+        assert!(medium("nvm")
+            .unwrap_err()
+            .msg
+            .contains("valid media: dram, pm"));
         let o = resolve_with("full", None, None, Some("off")).unwrap();
         assert_eq!(o.read_cache, ReadCacheMode::Off);
         let e = resolve_with("full", None, None, Some("lru"))

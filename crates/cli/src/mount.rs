@@ -53,6 +53,10 @@ pub struct MountArgs {
     pub preset: String,
     #[arg(long = "read-cache", value_name = "MODE", help = modes::read_cache_help())]
     pub read_cache: Option<String>,
+    /// The medium the `auto` modes go by: dram or pm [default: told at mount: pm
+    /// on a DAX device measured slower than DRAM, else dram]
+    #[arg(long, value_name = "M")]
+    pub medium: Option<String>,
     /// DRAM budget of the read cache (e.g. 256M) [default: 256M]
     #[arg(long = "read-cache-size", value_name = "SIZE", value_parser = crate::size::size_arg)]
     pub read_cache_size: Option<u64>,
@@ -137,6 +141,7 @@ pub struct MountOpts {
     pub lock: Option<String>,
     pub small_write: Option<String>,
     pub read_cache: Option<String>,
+    pub medium: Option<String>,
     pub read_cache_size: Option<u64>,
     pub threads: Option<usize>,
 }
@@ -182,6 +187,7 @@ pub fn parse_options(list: &str) -> CliResult<MountOpts> {
                 "lock" => m.lock = Some(v.to_string()),
                 "small-write" | "small_write" => m.small_write = Some(v.to_string()),
                 "read-cache" | "read_cache" => m.read_cache = Some(v.to_string()),
+                "medium" => m.medium = Some(v.to_string()),
                 "read-cache-size" | "read_cache_size" => {
                     m.read_cache_size = Some(crate::size::parse_size(v).map_err(|_| bad(o))?)
                 }
@@ -284,6 +290,9 @@ pub fn run(args: &MountArgs) -> CliResult<()> {
     )?;
     if let Some(b) = o.read_cache_size.or(args.read_cache_size) {
         opts.read_cache_bytes = b;
+    }
+    if let Some(m) = o.medium.as_deref().or(args.medium.as_deref()) {
+        opts.medium = Some(modes::medium(m)?);
     }
     opts.lawn_desc_store = args.desc_store.option();
     if let Some(p) = &args.placement {
@@ -509,6 +518,9 @@ fn spawn_daemon(args: &MountArgs, image: Option<&Path>, mountpoint: &Path) -> Cl
     }
     if let Some(r) = &args.read_cache {
         cmd.arg("--read-cache").arg(r);
+    }
+    if let Some(m) = &args.medium {
+        cmd.arg("--medium").arg(m);
     }
     if let Some(b) = args.read_cache_size {
         cmd.arg("--read-cache-size").arg(b.to_string());

@@ -176,6 +176,9 @@ pub fn render_stats(what: &str, v: &Value) -> String {
         s(v, "small_write_mode"),
         s(v, "read_cache_mode"),
     );
+    if !s(v, "medium").is_empty() {
+        let _ = writeln!(o, "  medium        {}", s(v, "medium"));
+    }
     let _ = writeln!(
         o,
         "  LAWN zone     {} slots of {} B in use, {} free, descriptors stored {}; {} zone / {} in-place writes, {} written back",
@@ -297,6 +300,7 @@ mod tests {
             lawn_writebacks: 0,
             finelog_writes: 0,
             small_write_fallbacks: 0,
+            medium: "pm: latency profile optane".into(),
             read_cache_mode: "rcache".into(),
             read_cache_bytes: 1 << 20,
             read_cache_pages: 16,

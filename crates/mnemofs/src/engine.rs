@@ -47,7 +47,10 @@ pub struct Fs {
     store: Arc<Store>,
     table: InodeTable,
     data: DataPlane,
+    /// The options, with the `auto` modes resolved.
     opts: MountOptions,
+    /// The medium the mount found ([`crate::medium`]).
+    medium: crate::medium::MediumChoice,
     clean_mount: bool,
     /// Serializes renames (like the VFS rename mutex).
     rename_lock: Mutex<()>,
@@ -151,6 +154,10 @@ impl Fs {
     ) -> Result<Fs> {
         // The latency profile applies from recovery on, with each device's node.
         volume.set_profile(opts.pm_profile);
+        // The `auto` modes become what pays on this medium.
+        let medium = crate::medium::choose(&volume, opts);
+        let resolved = crate::medium::resolve(opts, medium.medium);
+        let opts = &resolved;
         let topo = numa_topology(opts)?;
         let dev_nodes: Vec<u32> = devices.iter().map(|d| d.node.unwrap_or(0)).collect();
         for (i, &n) in dev_nodes.iter().enumerate() {
@@ -180,7 +187,7 @@ impl Fs {
         let vol = Arc::new(vol);
         // The read cache starts empty at every mount (nothing of it is on PM).
         let rcache = match opts.read_cache {
-            ReadCacheMode::Off => None,
+            ReadCacheMode::Off | ReadCacheMode::Auto => None,
             ReadCacheMode::Rcache => Some(ReadCache::start(
                 &ReadCacheParams {
                     bytes: match opts.read_cache_bytes {
@@ -200,7 +207,7 @@ impl Fs {
             )?),
         };
         let small = match opts.small_write {
-            SmallWriteMode::Cow => SmallWrite::Cow,
+            SmallWriteMode::Cow | SmallWriteMode::Auto => SmallWrite::Cow,
             SmallWriteMode::Finelog => SmallWrite::Finelog(Finelog::new(&geo)),
             SmallWriteMode::Lawn => {
                 // The zone and its descriptor table are written at random all the
@@ -238,6 +245,7 @@ impl Fs {
             table,
             data,
             opts: opts.clone(),
+            medium,
             clean_mount: loaded.clean,
             rename_lock: Mutex::new(()),
             devices,
@@ -671,6 +679,7 @@ impl Fs {
             lawn_writebacks: sw.writebacks,
             finelog_writes: sw.finelog_writes,
             small_write_fallbacks: sw.fallbacks,
+            medium: self.medium.why.clone(),
             read_cache_mode: self.opts.read_cache.name().to_string(),
             read_cache_bytes: rc.bytes,
             read_cache_pages: rc.ready,

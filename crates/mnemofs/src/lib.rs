@@ -39,6 +39,7 @@ mod itable;
 mod journal;
 mod lock;
 mod log;
+pub mod medium;
 mod mkfs;
 mod namespace;
 mod pagemap;

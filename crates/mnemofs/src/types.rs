@@ -289,6 +289,8 @@ pub enum SmallWriteMode {
     Finelog,
     /// LAWN alternate writing between a zone slot and the file page.
     Lawn,
+    /// LAWN on PM, page CoW on DRAM ([`crate::medium`]; resolved at mount).
+    Auto,
 }
 
 impl SmallWriteMode {
@@ -297,6 +299,7 @@ impl SmallWriteMode {
         ("cow", SmallWriteMode::Cow),
         ("finelog", SmallWriteMode::Finelog),
         ("lawn", SmallWriteMode::Lawn),
+        ("auto", SmallWriteMode::Auto),
     ];
 
     /// The mode's name.
@@ -305,6 +308,7 @@ impl SmallWriteMode {
             SmallWriteMode::Cow => "cow",
             SmallWriteMode::Finelog => "finelog",
             SmallWriteMode::Lawn => "lawn",
+            SmallWriteMode::Auto => "auto",
         }
     }
 }
@@ -317,6 +321,8 @@ pub enum ReadCacheMode {
     Off,
     /// RCache: hot pages from DRAM, copied there by a background thread.
     Rcache,
+    /// RCache on PM, off on DRAM ([`crate::medium`]; resolved at mount).
+    Auto,
 }
 
 impl ReadCacheMode {
@@ -324,6 +330,7 @@ impl ReadCacheMode {
     pub const ALL: &'static [(&'static str, ReadCacheMode)] = &[
         ("off", ReadCacheMode::Off),
         ("rcache", ReadCacheMode::Rcache),
+        ("auto", ReadCacheMode::Auto),
     ];
 
     /// The mode's name.
@@ -331,6 +338,31 @@ impl ReadCacheMode {
         match self {
             ReadCacheMode::Off => "off",
             ReadCacheMode::Rcache => "rcache",
+            ReadCacheMode::Auto => "auto",
+        }
+    }
+}
+
+/// What a mount's memory is, as the `auto` modes see it ([`crate::medium`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Medium {
+    /// Reads and writes cost what DRAM's do: an image file (tmpfs, page cache), or a
+    /// DAX device measured no slower than DRAM.
+    Dram,
+    /// Slower than DRAM: a PM latency profile, or a DAX device measured slower.
+    Pm,
+}
+
+impl Medium {
+    /// Every medium with its name (as `mount --medium` takes it).
+    pub const ALL: &'static [(&'static str, Medium)] =
+        &[("dram", Medium::Dram), ("pm", Medium::Pm)];
+
+    /// The medium's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Medium::Dram => "dram",
+            Medium::Pm => "pm",
         }
     }
 }
@@ -472,11 +504,13 @@ pub const PRESETS: &[Preset] = &[
     },
     // The techniques' presets place as the paper's baseline does (`single`); only
     // `full` adds MBS-LVM's local placement (one device: no difference).
+    // `full` takes LAWN and the read cache where they pay: on PM, not over DRAM
+    // (`auto`, see `medium`).
     Preset {
         name: "full",
         lock: LockMode::Segment,
-        small_write: SmallWriteMode::Lawn,
-        read_cache: ReadCacheMode::Rcache,
+        small_write: SmallWriteMode::Auto,
+        read_cache: ReadCacheMode::Auto,
         placement: PlacementMode::Local,
     },
 ];
@@ -535,6 +569,9 @@ pub struct MountOptions {
     /// NUMA nodes, their CPUs and distances (`None`: this machine's, from
     /// `/sys/devices/system/node`; given, a one-node machine emulates several).
     pub topology: Option<pm::Topology>,
+    /// The medium the `auto` modes go by (`None`: told at mount, see
+    /// [`crate::medium`]).
+    pub medium: Option<Medium>,
 }
 
 impl MountOptions {
@@ -558,6 +595,7 @@ impl MountOptions {
             read_cache_window_ms: DEFAULT_READ_CACHE_WINDOW_MS,
             placement: p.placement,
             topology: None,
+            medium: None,
         }
     }
 }
@@ -677,7 +715,9 @@ pub struct FsStats {
     pub finelog_writes: u64,
     /// Small writes that fell back to page CoW.
     pub small_write_fallbacks: u64,
-    /// The read cache's mode (`off`, `rcache`).
+    /// The medium the mount found, and how (`medium::MediumChoice`).
+    pub medium: String,
+    /// The read cache's mode (`off`, `rcache`: what `auto` became).
     pub read_cache_mode: String,
     /// Its DRAM budget in bytes (0 without one).
     pub read_cache_bytes: u64,

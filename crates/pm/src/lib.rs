@@ -89,7 +89,7 @@ pub use profile::{
     PmProfile, RemoteCost, RemoteTable, SpinClock, WriteChannels, MAX_MODELED_DISTANCE,
     REMOTE_STEPS,
 };
-pub use region::{MapMode, MapPages, MapReport, Pm, PmError, Store16};
+pub use region::{dram_load_latency_ns, MapMode, MapPages, MapReport, Pm, PmError, Store16};
 pub use topology::{current_cpu, device_node, pin_to_cpus, Topology, TopologyError};
 pub use trace::{Event, Marker, RecordingTracer, StoreKind, Tracer};
 pub use volume::{Volume, MAX_DEVICES};

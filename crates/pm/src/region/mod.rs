@@ -8,14 +8,17 @@
 //! - [`nt`]: the non-temporal streaming copy.
 //! - [`store16`]: aligned 16-byte stores and their calibration.
 //! - [`pages`]: which pages map the region (2 MiB or 4 KiB), measured.
+//! - [`latency`]: the region's read latency against DRAM's, measured.
 
 mod access;
+mod latency;
 mod map;
 mod nt;
 mod pages;
 mod store16;
 
 pub(crate) use access::check_range;
+pub use latency::dram_load_latency_ns;
 pub use pages::{MapPages, MapReport};
 pub use store16::Store16;
 
