@@ -264,8 +264,14 @@ impl DataPlane {
                         if c.read(block, (lo - pstart) as usize, dst) {
                             self.overlay(inode.ino, pg, block, lo, dst);
                         } else {
-                            self.read_page_part(inode.ino, pg, block, lo, dst);
-                            c.missed(inode, pg, block);
+                            // The block's bytes, then (a hot page) into the cache
+                            // — straight from `dst` when it holds the whole page —
+                            // then the small-write mode's newer bytes over them.
+                            self.store
+                                .vol
+                                .read(BlockNo(block).off() + (lo - pstart), dst);
+                            c.missed(inode, pg, block, Some(&*dst));
+                            self.overlay(inode.ino, pg, block, lo, dst);
                         }
                     }
                     None => self.read_page_part(inode.ino, pg, block, lo, dst),

@@ -4,7 +4,7 @@
 //! - **Entries.** One table of `sets × WAYS` entries (set-associative, keyed by the
 //!   PM block that holds the page), each owning one DRAM page, so the DRAM budget is
 //!   exact: `entries × 4 KiB`. An entry is two words: its *validation word* (state,
-//!   reader count, CLOCK reference bit, version) and its key (the block). Every state
+//!   reader count, frequency, version) and its key (the block). Every state
 //!   change is a CAS on the validation word, as the paper's Fig. 3:
 //!   `Invalid → InUse` (an inserter claims the entry) `→ Prep` (block recorded; a job
 //!   is queued for the copier) `→ Copy` (the copier claims it) `→ Ready` (the page is
@@ -13,10 +13,15 @@
 //!   `Prep`, `Copy`, `Ready` back to `Invalid`. The version changes whenever an
 //!   entry is claimed for a new block, so that a CAS made on what a thread read
 //!   before the entry was reused fails.
-//! - **No copy on the read path.** A reader that misses reads PM as before; when the
-//!   page is hot (read `threshold` times within one `window`, counted per thread, so
-//!   that counting writes no shared cache line) it claims an entry and queues a job;
-//!   the copier thread fills the page. Readers of a `Ready` entry copy from DRAM.
+//! - **Filling.** A reader that misses reads PM as before; when the page is hot
+//!   (read `threshold` times within one `window`, counted per thread, so that
+//!   counting writes no shared cache line) it claims an entry. A reader that read
+//!   the whole page fills the entry itself from the bytes it just read (a 4 KiB
+//!   DRAM copy, no second PM read, and as many fillers as readers); a reader of
+//!   part of a page queues a job, and the copier thread reads the page from PM and
+//!   fills it. A slot in the copier's queue is reserved before the entry is
+//!   claimed, so a full queue turns an insert away before anything is evicted.
+//!   Readers of a `Ready` entry copy from DRAM.
 //! - **What an entry holds, and why it is never stale.** An entry holds the bytes
 //!   of its PM block (LAWN's zone slices are laid over them on every read, as over
 //!   the PM page). The copier copies under the page's shared range lock after
@@ -31,15 +36,21 @@
 //!   `Invalid` and the copier's `Copy → Ready` then fails. An insert of a block can
 //!   never race with an invalidation of the same block (the range locks keep them
 //!   apart), which is why an invalidation skips entries an inserter is filling.
-//! - **Budget and eviction.** Fixed: a set's entries are reused in CLOCK order
-//!   (second chance: a hit sets the reference bit, an inserter looking for a victim
-//!   clears it). Nothing is persistent; a mount starts with an empty cache and a
-//!   crash cannot expose it.
+//! - **Budget, eviction and admission.** Fixed: `entries × 4 KiB`. Each entry
+//!   keeps a small frequency in its validation word: a hit raises it (on the CAS
+//!   the hit makes anyway), a candidate turned away from a full set lowers one
+//!   entry's, and only an entry at 0 is evicted ([`Table::claim`]). So a scan or
+//!   a loop over more data than the budget keeps the pages it has (each is read
+//!   once per pass, as often as it is aged) instead of evicting every page before
+//!   its next read, and pages no longer read age out. Nothing is persistent; a
+//!   mount starts with an empty cache and a crash cannot expose it.
+//! - **Counters** are per thread (a slot each, written with a plain store),
+//!   summed for the figures.
 //!
 //! Why not a cache crate (quick_cache, moka): both own their values and manage them
 //! behind their own (sharded) locks, with no way to express the five-state protocol
 //! that lets the copier fill a page outside the read path and a write invalidate a
-//! page a reader is about to claim. A CLOCK over a fixed set-associative table is a
+//! page a reader is about to claim. Frequency aging over a fixed set-associative table is a
 //! few lines on top of the protocol and needs no allocation after mount.
 
 use crate::addr::{page_start, BlockNo};
@@ -67,9 +78,13 @@ const READY: u64 = 4;
 const STATE_MASK: u64 = 0b111;
 const READER_SHIFT: u32 = 3;
 const READER_ONE: u64 = 1 << READER_SHIFT;
-const READER_MAX: u64 = (1 << 20) - 1;
+const READER_MAX: u64 = (1 << 17) - 1;
 const READER_MASK: u64 = READER_MAX << READER_SHIFT;
-const REF: u64 = 1 << 23;
+/// The entry's frequency (0..=FREQ_MAX): hits raise it, rejected candidates of its
+/// set lower it, and only an entry at 0 is evicted ([`Table::claim`]).
+const FREQ_SHIFT: u32 = 20;
+const FREQ_MAX: u64 = 7;
+const FREQ_MASK: u64 = FREQ_MAX << FREQ_SHIFT;
 const VER_SHIFT: u32 = 24;
 
 fn state(w: u64) -> u64 {
@@ -84,8 +99,12 @@ fn version(w: u64) -> u64 {
     w >> VER_SHIFT
 }
 
-fn word(state: u64, readers: u64, reference: bool, version: u64) -> u64 {
-    state | (readers << READER_SHIFT) | if reference { REF } else { 0 } | (version << VER_SHIFT)
+fn freq(w: u64) -> u64 {
+    (w & FREQ_MASK) >> FREQ_SHIFT
+}
+
+fn word(state: u64, readers: u64, freq: u64, version: u64) -> u64 {
+    state | (readers << READER_SHIFT) | (freq.min(FREQ_MAX) << FREQ_SHIFT) | (version << VER_SHIFT)
 }
 
 /// The atomic word the protocol runs on: `AtomicU64`, or shuttle's in the model test.
@@ -123,6 +142,17 @@ impl Word for AtomicU64 {
 struct Entry<W> {
     word: W,
     key: W,
+}
+
+/// Why [`Table::claim`] gave no entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// The key has an entry already.
+    Present,
+    /// Every entry of the set is busy or was read since the last candidate.
+    Full,
+    /// Another thread changed the chosen entry meanwhile.
+    Raced,
 }
 
 /// What an invalidation or insert did (for the counters).
@@ -274,7 +304,7 @@ impl<W: Word> Table<W> {
                     break;
                 }
                 let new = if st == READY {
-                    word(IN_USE, 1, false, version(w))
+                    word(IN_USE, 1, freq(w), version(w))
                 } else {
                     w + READER_ONE
                 };
@@ -303,12 +333,13 @@ impl<W: Word> Table<W> {
         false
     }
 
-    /// A reader leaves entry `e`; the last one returns it to `Ready`, referenced.
+    /// A reader leaves entry `e`; the last one returns it to `Ready`, its frequency
+    /// one up.
     fn leave(&self, e: &Entry<W>) {
         let mut w = e.word.load(Ordering::Relaxed);
         loop {
             let new = if readers(w) <= 1 {
-                word(READY, 0, true, version(w))
+                word(READY, 0, freq(w) + 1, version(w))
             } else {
                 w - READER_ONE
             };
@@ -340,7 +371,7 @@ impl<W: Word> Table<W> {
                     W::pause();
                     continue;
                 }
-                if e.word.cas(w, word(INVALID, 0, false, version(w))).is_ok() {
+                if e.word.cas(w, word(INVALID, 0, 0, version(w))).is_ok() {
                     n += 1;
                     break;
                 }
@@ -350,10 +381,23 @@ impl<W: Word> Table<W> {
     }
 
     /// Claims an entry for `key` (not in the table yet) and leaves it `Prep`: the
-    /// caller queues a copier job for it (or calls [`abort`](Self::abort)). `None`
-    /// when `key` has an entry already or every entry of its set is busy (being
-    /// read, filled or copied) or was referenced since the last look.
-    pub fn claim(&self, key: u64) -> Option<Claim> {
+    /// caller fills it ([`copy`](Self::copy)) or queues a copier job for it (or
+    /// calls [`abort`](Self::abort)). `None` when `key` has an entry already, or
+    /// its set has no entry to give.
+    ///
+    /// Admission (scan resistance): a free entry is taken; else a `Ready` one
+    /// without readers whose frequency is 0. When every entry of the set is busy or
+    /// was read since, the candidate is turned away and lowers one entry's
+    /// frequency by one (the entry at `hand`, modulo the ways): a page stays as
+    /// long as it is read about as often as candidates of its set come. A loop over
+    /// more data than the budget then keeps the pages it has (each read once per
+    /// pass, and so never at 0) instead of evicting each one before its next read,
+    /// and a hot set that moves on ages out within a few misses. (GCLOCK with the
+    /// aging step moved from the eviction scan to the rejected candidate; S3-FIFO
+    /// and W-TinyLFU, as quick_cache and moka build them, need a queue or a sketch
+    /// that every read updates, a shared write per read, where the counter here
+    /// rides on the compare-and-swap a hit makes anyway.)
+    pub fn claim(&self, key: u64, hand: usize) -> Result<Claim, Refused> {
         let set = self.set(key);
         for i in set.clone() {
             let e = &self.entries[i];
@@ -363,54 +407,44 @@ impl<W: Word> Table<W> {
                 && !(st == IN_USE && readers(w) == 0)
                 && e.key.load(Ordering::Acquire) == key
             {
-                return None;
+                return Err(Refused::Present);
             }
         }
-        // A free entry, else a Ready one without readers and not referenced since
-        // the last pass (CLOCK: a referenced one loses its bit and is passed over).
         // The block's home way first (block `8k + j` in way `j`: a run of blocks in
-        // consecutive pages), if free.
+        // consecutive pages), if free; then any free entry; then a cold one.
         let home = set.start + (key % WAYS as u64) as usize;
+        let cold = |w: u64| state(w) == READY && readers(w) == 0 && freq(w) == 0;
         let hw = self.entries[home].word.load(Ordering::Acquire);
-        let mut victim = (state(hw) == INVALID).then_some((home, hw));
-        'find: for pass in 0..2 {
-            if victim.is_some() {
-                break;
+        let victim = if state(hw) == INVALID || cold(hw) {
+            Some((home, hw))
+        } else {
+            let mut words = [(0usize, 0u64); WAYS];
+            for (k, i) in set.clone().enumerate() {
+                words[k] = (i, self.entries[i].word.load(Ordering::Acquire));
             }
-            for i in set.clone() {
-                let e = &self.entries[i];
-                let w = e.word.load(Ordering::Acquire);
-                if state(w) == INVALID {
-                    victim = Some((i, w));
-                    break 'find;
-                }
-                if pass == 0 {
-                    continue;
-                }
-                if state(w) == READY && readers(w) == 0 {
-                    if w & REF != 0 {
-                        let _ = e.word.cas(w, w & !REF);
-                    } else {
-                        victim = Some((i, w));
-                        break 'find;
-                    }
-                }
+            words
+                .iter()
+                .find(|(_, w)| state(*w) == INVALID)
+                .or_else(|| words.iter().find(|(_, w)| cold(*w)))
+                .copied()
+        };
+        let Some((i, w)) = victim else {
+            // Every entry busy or read since: age one, turn the candidate away.
+            let e = &self.entries[set.start + hand % WAYS];
+            let w = e.word.load(Ordering::Acquire);
+            if state(w) == READY && readers(w) == 0 && freq(w) > 0 {
+                let _ = e.word.cas(w, word(READY, 0, freq(w) - 1, version(w)));
             }
-        }
-        let victim = victim.or_else(|| {
-            // Every Ready entry was referenced: take the first that still is Ready.
-            set.clone().find_map(|i| {
-                let w = self.entries[i].word.load(Ordering::Acquire);
-                (state(w) == READY && readers(w) == 0).then_some((i, w))
-            })
-        });
-        let (i, w) = victim?;
+            return Err(Refused::Full);
+        };
         let e = &self.entries[i];
         let ver = (version(w) + 1) & ((1 << (64 - VER_SHIFT)) - 1);
-        e.word.cas(w, word(IN_USE, 0, false, ver)).ok()?;
+        e.word
+            .cas(w, word(IN_USE, 0, 0, ver))
+            .map_err(|_| Refused::Raced)?;
         e.key.store(key, Ordering::Relaxed);
-        e.word.store(word(PREP, 0, false, ver), Ordering::Release);
-        Some(Claim {
+        e.word.store(word(PREP, 0, 0, ver), Ordering::Release);
+        Ok(Claim {
             entry: i,
             version: ver,
             evicted: state(w) == READY,
@@ -421,7 +455,7 @@ impl<W: Word> Table<W> {
     pub fn abort(&self, entry: usize, ver: u64) {
         let _ = self.entries[entry]
             .word
-            .cas(word(PREP, 0, false, ver), word(INVALID, 0, false, ver));
+            .cas(word(PREP, 0, 0, ver), word(INVALID, 0, 0, ver));
     }
 
     /// The copier's part: moves `entry` (version `ver`) from `Prep` to `Copy`, lets
@@ -433,7 +467,7 @@ impl<W: Word> Table<W> {
             return false;
         };
         if e.word
-            .cas(word(PREP, 0, false, ver), word(COPY, 0, false, ver))
+            .cas(word(PREP, 0, 0, ver), word(COPY, 0, 0, ver))
             .is_err()
         {
             return false;
@@ -443,13 +477,13 @@ impl<W: Word> Table<W> {
         // thread writes it (only the one that moved it to `Copy`).
         let page = unsafe { std::slice::from_raw_parts_mut(self.page_ptr(entry), self.page_size) };
         if !fill(page) {
-            let _ = e
-                .word
-                .cas(word(COPY, 0, false, ver), word(INVALID, 0, false, ver));
+            let _ = e.word.cas(word(COPY, 0, 0, ver), word(INVALID, 0, 0, ver));
             return false;
         }
+        // Frequency 1: a new page is evicted only after a candidate of its set was
+        // turned away since (it had its chance to be read again).
         e.word
-            .cas(word(COPY, 0, false, ver), word(READY, 0, true, ver))
+            .cas(word(COPY, 0, 0, ver), word(READY, 0, 1, ver))
             .is_ok()
     }
 
@@ -556,6 +590,19 @@ fn sampled(shift: u32) -> bool {
     })
 }
 
+/// Which way of a full set a turned-away candidate ages: the calling thread's
+/// next in turn.
+fn hand() -> usize {
+    thread_local! {
+        static HAND: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+    HAND.with(|h| {
+        let v = h.get().wrapping_add(1);
+        h.set(v);
+        v
+    })
+}
+
 /// The copier's admission control, once per window: a copy costs one PM read of
 /// the page and a hit saves one, so copies pay for themselves when the window's
 /// hits are at least its copies. Fewer (with enough copies to judge): admit less
@@ -575,28 +622,48 @@ fn adapt(level: u64, hits: u64, misses: u64, copies: u64) -> u64 {
     }
 }
 
-/// Counters, striped by thread so that hits do not share a cache line.
+/// One thread's counts of one cache: written by that thread alone (a load and a
+/// store, no locked instruction, on a line of its own), summed for the figures.
 #[derive(Default)]
-struct Stripe {
+struct Counts {
     hits: AtomicU64,
     misses: AtomicU64,
-}
-
-const STRIPES: usize = 16;
-
-/// The cache's shared half: the table, counters, the window clock.
-pub(crate) struct Shared {
-    pub table: Table<AtomicU64>,
-    stripes: Box<[CachePadded<Stripe>]>,
-    tick: CachePadded<AtomicU64>,
-    /// Admission level (see [`admission`]): 0 admits every hot page; the copier
-    /// raises it while copies do not pay for themselves and lowers it when they do.
-    level: CachePadded<AtomicU64>,
-    inserts: CachePadded<AtomicU64>,
+    inserts: AtomicU64,
     copies: AtomicU64,
     evictions: AtomicU64,
     invalidations: AtomicU64,
     dropped: AtomicU64,
+}
+
+/// Adds `n` to a counter only the calling thread writes.
+#[inline]
+fn bump(c: &AtomicU64, n: u64) {
+    c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+}
+
+/// Caches made in this process (each cache's id, for the threads' counter slots).
+static CACHE_IDS: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// The calling thread's counter slot of the cache it last counted for.
+    static COUNTS: RefCell<(u64, Option<Arc<CachePadded<Counts>>>)> =
+        const { RefCell::new((0, None)) };
+}
+
+/// The cache's shared half: the table, counters, the window clock.
+pub(crate) struct Shared {
+    pub table: Table<AtomicU64>,
+    id: u64,
+    /// Every thread's counter slot (a thread's stays after it ends).
+    counts: parking_lot::Mutex<Vec<Arc<CachePadded<Counts>>>>,
+    tick: CachePadded<AtomicU64>,
+    /// Admission level (see [`admission`]): 0 admits every hot page; the copier
+    /// raises it while copies do not pay for themselves and lowers it when they do.
+    level: CachePadded<AtomicU64>,
+    /// Jobs queued for the copier or about to be: a slot is reserved before an
+    /// entry is claimed, so that a full queue turns the insert away before it
+    /// evicts anything.
+    queued: CachePadded<AtomicU64>,
     /// Set (for good) before the first entry is claimed: until then no entry can
     /// hold a block, and an invalidation — a probe of the block's set, a cache miss
     /// for each block a write or a free lets go — is skipped (a mount that never
@@ -607,17 +674,50 @@ pub(crate) struct Shared {
     claimed: AtomicBool,
 }
 
-fn stripe() -> usize {
-    thread_local! {
-        static STRIPE: usize = {
-            static NEXT: AtomicU64 = AtomicU64::new(0);
-            NEXT.fetch_add(1, Ordering::Relaxed) as usize % STRIPES
-        };
-    }
-    STRIPE.with(|s| *s)
+/// Sums of every thread's counts.
+#[derive(Default)]
+struct Totals {
+    hits: u64,
+    misses: u64,
+    inserts: u64,
+    copies: u64,
+    evictions: u64,
+    invalidations: u64,
+    dropped: u64,
 }
 
 impl Shared {
+    /// Runs `f` on the calling thread's counter slot of this cache.
+    #[inline]
+    fn count(&self, f: impl FnOnce(&Counts)) {
+        let _ = COUNTS.try_with(|c| {
+            let mut c = c.borrow_mut();
+            if c.0 != self.id || c.1.is_none() {
+                let slot = Arc::new(CachePadded::new(Counts::default()));
+                self.counts.lock().push(slot.clone());
+                *c = (self.id, Some(slot));
+            }
+            if let Some(slot) = &c.1 {
+                f(slot);
+            }
+        });
+    }
+
+    fn totals(&self) -> Totals {
+        let mut t = Totals::default();
+        for c in self.counts.lock().iter() {
+            let l = |x: &AtomicU64| x.load(Ordering::Relaxed);
+            t.hits += l(&c.hits);
+            t.misses += l(&c.misses);
+            t.inserts += l(&c.inserts);
+            t.copies += l(&c.copies);
+            t.evictions += l(&c.evictions);
+            t.invalidations += l(&c.invalidations);
+            t.dropped += l(&c.dropped);
+        }
+        t
+    }
+
     /// Invalidates the cached copy of `block` (the data plane's invalidation point).
     #[inline]
     pub fn invalidate(&self, block: u64) {
@@ -626,8 +726,7 @@ impl Shared {
         }
         let n = self.table.invalidate(block);
         if n > 0 {
-            self.invalidations
-                .fetch_add(u64::from(n), Ordering::Relaxed);
+            self.count(|c| bump(&c.invalidations, u64::from(n)));
         }
     }
 }
@@ -675,15 +774,12 @@ impl ReadCache {
         let pages = (p.bytes / BLOCK).max(WAYS as u64) as usize;
         let shared = Arc::new(Shared {
             table: Table::new(pages, BLOCK as usize),
-            stripes: (0..STRIPES).map(|_| CachePadded::default()).collect(),
+            id: CACHE_IDS.fetch_add(1, Ordering::Relaxed),
+            counts: parking_lot::Mutex::new(Vec::new()),
             tick: CachePadded::new(AtomicU64::new(0)),
             level: CachePadded::new(AtomicU64::new(0)),
-            inserts: CachePadded::default(),
-            copies: AtomicU64::new(0),
-            evictions: AtomicU64::new(0),
-            invalidations: AtomicU64::new(0),
+            queued: CachePadded::new(AtomicU64::new(0)),
             claimed: AtomicBool::new(false),
-            dropped: AtomicU64::new(0),
         });
         let (tx, rx) = sync_channel(QUEUE);
         let stop = Arc::new(AtomicBool::new(false));
@@ -706,32 +802,61 @@ impl ReadCache {
     /// A hit: `dst` holds the bytes at `off` of `block`'s page from DRAM.
     #[inline]
     pub fn read(&self, block: u64, off: usize, dst: &mut [u8]) -> bool {
-        let s = &self.shared.stripes[stripe()];
-        if self.shared.table.read(block, off, dst) {
-            s.hits.fetch_add(1, Ordering::Relaxed);
-            true
-        } else {
-            s.misses.fetch_add(1, Ordering::Relaxed);
-            false
-        }
+        let hit = self.shared.table.read(block, off, dst);
+        self.shared.count(|c| {
+            if hit {
+                bump(&c.hits, 1);
+            } else {
+                bump(&c.misses, 1);
+            }
+        });
+        hit
     }
 
     /// A miss of `block` (page `pg` of `inode`) was read from PM: counts it, and
-    /// when the page is hot, claims an entry and queues it for the copier. The
-    /// caller holds the page's shared range lock.
+    /// when the page is hot, claims an entry and fills it. `page`: the block's
+    /// whole page as the reader just read it from PM (a whole-page read), which
+    /// fills the entry at once, a DRAM copy instead of a second PM read; else a
+    /// job is queued for the copier. The caller holds the page's shared range
+    /// lock, and `block` maps the page.
     #[inline]
-    pub fn missed(&self, inode: &Arc<Inode>, pg: u64, block: u64) {
-        let tick = self.shared.tick.load(Ordering::Relaxed);
-        let (threshold, shift) =
-            admission(self.threshold, self.shared.level.load(Ordering::Relaxed));
+    pub fn missed(&self, inode: &Arc<Inode>, pg: u64, block: u64, page: Option<&[u8]>) {
+        let sh = &*self.shared;
+        let tick = sh.tick.load(Ordering::Relaxed);
+        let (threshold, shift) = admission(self.threshold, sh.level.load(Ordering::Relaxed));
         if !hot(block, tick, threshold) || !sampled(shift) {
             return;
         }
-        if !self.shared.claimed.load(Ordering::Relaxed) {
+        if !sh.claimed.load(Ordering::Relaxed) {
             // Before the claim: see `Shared::claimed`.
-            self.shared.claimed.store(true, Ordering::Release);
+            sh.claimed.store(true, Ordering::Release);
         }
-        let Some(c) = self.shared.table.claim(block) else {
+        if let Some(page) = page.filter(|p| p.len() == BLOCK as usize) {
+            let Ok(c) = sh.table.claim(block, hand()) else {
+                return;
+            };
+            // The reader's shared range lock keeps the block's bytes as read (a
+            // change invalidates under the exclusive lock, after we are out).
+            let filled = sh.table.copy(c.entry, c.version, |p| {
+                p.copy_from_slice(page);
+                true
+            });
+            sh.count(|n| {
+                bump(&n.inserts, 1);
+                bump(&n.copies, u64::from(filled));
+                bump(&n.evictions, u64::from(c.evicted));
+            });
+            return;
+        }
+        // A slot in the copier's queue first: a full queue turns the insert away
+        // before it evicts anything.
+        if sh.queued.fetch_add(1, Ordering::Relaxed) >= QUEUE as u64 {
+            sh.queued.fetch_sub(1, Ordering::Relaxed);
+            sh.count(|n| bump(&n.dropped, 1));
+            return;
+        }
+        let Ok(c) = sh.table.claim(block, hand()) else {
+            sh.queued.fetch_sub(1, Ordering::Relaxed);
             return;
         };
         let job = Job {
@@ -742,15 +867,15 @@ impl ReadCache {
             inode: inode.clone(),
         };
         match self.tx.try_send(job) {
-            Ok(()) => {
-                self.shared.inserts.fetch_add(1, Ordering::Relaxed);
-                if c.evicted {
-                    self.shared.evictions.fetch_add(1, Ordering::Relaxed);
-                }
-            }
+            Ok(()) => sh.count(|n| {
+                bump(&n.inserts, 1);
+                bump(&n.evictions, u64::from(c.evicted));
+            }),
             Err(TrySendError::Full(j) | TrySendError::Disconnected(j)) => {
-                self.shared.table.abort(j.entry, j.version);
-                self.shared.dropped.fetch_add(1, Ordering::Relaxed);
+                // (Full cannot happen: the slot was reserved.)
+                sh.queued.fetch_sub(1, Ordering::Relaxed);
+                sh.table.abort(j.entry, j.version);
+                sh.count(|n| bump(&n.dropped, 1));
             }
         }
     }
@@ -759,23 +884,16 @@ impl ReadCache {
     pub fn stats(&self) -> ReadCacheStats {
         let s = &self.shared;
         let (census, _) = s.table.census();
+        let t = s.totals();
         ReadCacheStats {
             bytes: (s.table.capacity() as u64) * BLOCK,
-            hits: s
-                .stripes
-                .iter()
-                .map(|x| x.hits.load(Ordering::Relaxed))
-                .sum(),
-            misses: s
-                .stripes
-                .iter()
-                .map(|x| x.misses.load(Ordering::Relaxed))
-                .sum(),
-            inserts: s.inserts.load(Ordering::Relaxed),
-            copies: s.copies.load(Ordering::Relaxed),
-            evictions: s.evictions.load(Ordering::Relaxed),
-            invalidations: s.invalidations.load(Ordering::Relaxed),
-            dropped: s.dropped.load(Ordering::Relaxed),
+            hits: t.hits,
+            misses: t.misses,
+            inserts: t.inserts,
+            copies: t.copies,
+            evictions: t.evictions,
+            invalidations: t.invalidations,
+            dropped: t.dropped,
             ready: census[READY as usize] as u64,
         }
     }
@@ -809,13 +927,9 @@ const POLL_SLEEP: Duration = Duration::from_millis(1);
 fn copier(shared: &Shared, vol: &Vol, rx: &Receiver<Job>, stop: &AtomicBool, window: Duration) {
     let mut next_tick = Instant::now() + window;
     let mut idle = 0u32;
-    let counts = || -> (u64, u64) {
-        shared.stripes.iter().fold((0, 0), |(h, m), x| {
-            (
-                h + x.hits.load(Ordering::Relaxed),
-                m + x.misses.load(Ordering::Relaxed),
-            )
-        })
+    let counts = || {
+        let t = shared.totals();
+        ((t.hits, t.misses), t.copies)
     };
     let (mut last_hits, mut last_misses, mut last_copies) = (0u64, 0u64, 0u64);
     while !stop.load(Ordering::Acquire) {
@@ -840,6 +954,7 @@ fn copier(shared: &Shared, vol: &Vol, rx: &Receiver<Job>, stop: &AtomicBool, win
         };
         if let Some(job) = job {
             idle = 0;
+            shared.queued.fetch_sub(1, Ordering::Relaxed);
             let ok = shared.table.copy(job.entry, job.version, |page| {
                 let start = page_start(job.pg);
                 // The page's shared range lock: no write changes the block while it
@@ -852,14 +967,14 @@ fn copier(shared: &Shared, vol: &Vol, rx: &Receiver<Job>, stop: &AtomicBool, win
                 true
             });
             if ok {
-                shared.copies.fetch_add(1, Ordering::Relaxed);
+                shared.count(|c| bump(&c.copies, 1));
             }
         }
         let now = Instant::now();
         if now >= next_tick {
             shared.tick.fetch_add(1, Ordering::Relaxed);
             next_tick = now + window;
-            let ((h, m), c) = (counts(), shared.copies.load(Ordering::Relaxed));
+            let ((h, m), c) = counts();
             let level = shared.level.load(Ordering::Relaxed);
             let next = adapt(level, h - last_hits, m - last_misses, c - last_copies);
             if next != level {
@@ -880,8 +995,12 @@ mod tests {
         assert_eq!(t.capacity(), 16);
         let mut buf = [0u8; 8];
         assert!(!t.read(7, 0, &mut buf));
-        let c = t.claim(7).unwrap();
-        assert!(t.claim(7).is_none(), "one entry per block");
+        let c = t.claim(7, 0).unwrap();
+        assert_eq!(
+            t.claim(7, 0).unwrap_err(),
+            Refused::Present,
+            "one entry per block"
+        );
         assert!(!t.read(7, 0, &mut buf), "a Prep entry is not readable");
         assert!(t.copy(c.entry, c.version, |p| {
             p.fill(9);
@@ -900,7 +1019,7 @@ mod tests {
     #[test]
     fn an_invalidation_during_the_copy_wins() {
         let t: Table<AtomicU64> = Table::new(8, 64);
-        let c = t.claim(3).unwrap();
+        let c = t.claim(3, 0).unwrap();
         assert!(!t.copy(c.entry, c.version, |_| {
             assert_eq!(t.invalidate(3), 1);
             true
@@ -909,35 +1028,70 @@ mod tests {
     }
 
     #[test]
-    fn a_full_set_evicts_in_clock_order() {
+    fn a_full_set_admits_only_in_place_of_a_cold_page() {
         // One set: every key lands in it.
         let t: Table<AtomicU64> = Table::new(WAYS, 64);
-        for k in 0..WAYS as u64 {
-            let c = t.claim(k).unwrap();
-            assert!(!c.evicted);
+        let fill = |k: u64, hand: usize| -> Result<Claim, Refused> {
+            let c = t.claim(k, hand)?;
             assert!(t.copy(c.entry, c.version, |p| {
                 p.fill(k as u8);
                 true
             }));
+            Ok(c)
+        };
+        for k in 0..WAYS as u64 {
+            assert!(!fill(k, 0).unwrap().evicted);
         }
-        // All referenced (fresh): the first pass clears the bits, the victim is the
-        // first unreferenced one.
-        let c = t.claim(100).unwrap();
+        // Every page fresh (frequency 1): a candidate is turned away and ages the
+        // page at its hand to 0; the next candidate takes that page's place.
+        assert_eq!(fill(100, 0).unwrap_err(), Refused::Full);
+        let c = fill(100, 1).unwrap();
         assert!(c.evicted);
-        assert!(t.copy(c.entry, c.version, |_| true));
-        let (census, _) = t.census();
-        assert_eq!(census[READY as usize], WAYS);
-        // Key 1 read (referenced again) survives the next eviction; the budget holds.
+        assert_eq!(c.entry, 0, "the aged page was replaced");
+        assert_eq!(t.census().0[READY as usize], WAYS, "the budget holds");
+        // A page read between candidates keeps its place: key 1, read before every
+        // round of aging, outlives a loop of candidates larger than the set
+        // (scan resistance); the others are replaced.
         let mut b = [0u8; 1];
-        let had_1 = t.read(1, 0, &mut b);
-        let c = t.claim(101).unwrap();
-        assert!(c.evicted);
-        assert!(t.copy(c.entry, c.version, |_| true));
-        if had_1 {
-            assert!(t.read(1, 0, &mut b), "a referenced page is passed over");
+        let mut hand = 0;
+        for k in 200..200 + 4 * WAYS as u64 {
+            assert!(t.read(1, 0, &mut b), "a page read as often as aged stays");
             assert_eq!(b, [1]);
+            while fill(k, hand) == Err(Refused::Full) {
+                hand += 1;
+                if hand % WAYS == 0 {
+                    assert!(t.read(1, 0, &mut b));
+                }
+            }
         }
-        assert_eq!(t.census().0[READY as usize], WAYS);
+        assert!(t.read(1, 0, &mut b));
+        assert!(!t.read(0, 0, &mut b), "an unread page was replaced");
+        assert_eq!(t.census().0[READY as usize], WAYS, "the budget holds");
+    }
+
+    #[test]
+    fn a_loop_over_twice_the_budget_keeps_the_pages_it_has() {
+        // Pass after pass over 2 × WAYS keys of one set, each key read, and on a
+        // miss offered for insertion: after the first pass the set keeps half the
+        // keys and every later pass hits on them (an evict-on-every-miss policy
+        // hits nothing: each page is evicted before its next read).
+        let t: Table<AtomicU64> = Table::new(WAYS, 64);
+        let mut b = [0u8; 1];
+        let mut hits = 0;
+        let mut hand = 0;
+        for pass in 0..10 {
+            for k in 0..2 * WAYS as u64 {
+                if t.read(k, 0, &mut b) {
+                    if pass > 0 {
+                        hits += 1;
+                    }
+                } else if let Ok(c) = t.claim(k, hand) {
+                    assert!(t.copy(c.entry, c.version, |_| true));
+                }
+                hand += 1;
+            }
+        }
+        assert!(hits >= 9 * WAYS * 3 / 4, "{hits} hits in 9 passes");
     }
 
     #[test]
@@ -1022,17 +1176,29 @@ mod model {
         jobs: Mutex<Vec<(usize, u64, usize)>>,
     }
 
-    fn read(w: &World, b: usize) {
+    /// `fill`: a miss fills the entry itself from what it read (a whole-page read),
+    /// else it queues a job for the copier.
+    fn read(w: &World, b: usize, fill: bool) {
         let g = w.pm[b].read().unwrap();
         let mut buf = [0u8; 8];
         let v = if w.table.read(b as u64, 0, &mut buf) {
             u64::from_le_bytes(buf)
         } else {
             // A miss reads PM and inserts (hot at once in the model).
-            if let Some(c) = w.table.claim(b as u64) {
-                w.jobs.lock().unwrap().push((c.entry, c.version, b));
+            let v = *g;
+            shuttle::thread::yield_now();
+            if let Ok(c) = w.table.claim(b as u64, b) {
+                if fill {
+                    w.table.copy(c.entry, c.version, |page| {
+                        page[..8].copy_from_slice(&v.to_le_bytes());
+                        shuttle::thread::yield_now();
+                        true
+                    });
+                } else {
+                    w.jobs.lock().unwrap().push((c.entry, c.version, b));
+                }
             }
-            *g
+            v
         };
         assert_eq!(
             v, *g,
@@ -1069,7 +1235,7 @@ mod model {
             let w = w.clone();
             hs.push(shuttle::thread::spawn(move || {
                 for i in 0..reads {
-                    read(&w, (r * 3 + i) % blocks);
+                    read(&w, (r * 3 + i) % blocks, r == 1);
                 }
             }));
         }
@@ -1100,7 +1266,7 @@ mod model {
                 copy_one(&w);
             }
             for b in 0..blocks {
-                read(&w, b);
+                read(&w, b, b % 2 == 0);
             }
         }
         while !w.jobs.lock().unwrap().is_empty() {
