@@ -199,7 +199,7 @@ const PAGES_ALIGN: usize = 2 << 20;
 
 /// Anonymous memory for `len` bytes of pages (`len` a multiple of 4096), 2 MiB
 /// aligned and advised for huge pages; the kernel maps it in, zeroed, on first
-/// touch, so an unused budget costs no DRAM. Panics (as an allocation failure)
+/// touch (the copier touches it all at mount: [`Table::populate`]). Panics (as an allocation failure)
 /// when the address space is exhausted.
 fn map_pages(len: usize) -> NonNull<u8> {
     let span = len.saturating_add(PAGES_ALIGN);
@@ -265,6 +265,29 @@ impl<W: Word> Table<W> {
             page_size,
             pages,
             pages_len,
+        }
+    }
+
+    /// Maps the table's DRAM pages in now (zero-filled by the kernel), 2 MiB at a
+    /// time, until `stop`: the copier does it at mount, so that no reader takes
+    /// the page fault (and its zero-fill) on the first fill of each page. Where the
+    /// kernel lacks `MADV_POPULATE_WRITE` (before 5.14) the pages fault in on first
+    /// use instead.
+    pub fn populate(&self, stop: &AtomicBool) {
+        let mut off = 0;
+        while off < self.pages_len && !stop.load(Ordering::Relaxed) {
+            let len = PAGES_ALIGN.min(self.pages_len - off);
+            // SAFETY: the range lies inside the table's own mapping; populating only
+            // faults pages in (zero-filled, or left as they are if already mapped)
+            // and changes no byte a thread may be reading or writing.
+            unsafe {
+                libc::madvise(
+                    self.pages.as_ptr().add(off).cast(),
+                    len,
+                    libc::MADV_POPULATE_WRITE,
+                );
+            }
+            off += len;
         }
     }
 
@@ -925,6 +948,7 @@ const POLL_SLEEP: Duration = Duration::from_millis(1);
 /// which would cost the reader a futex call); after `IDLE_POLLS` empty polls it
 /// blocks until a job comes or the window ends.
 fn copier(shared: &Shared, vol: &Vol, rx: &Receiver<Job>, stop: &AtomicBool, window: Duration) {
+    shared.table.populate(stop);
     let mut next_tick = Instant::now() + window;
     let mut idle = 0u32;
     let counts = || {
