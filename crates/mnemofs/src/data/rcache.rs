@@ -199,7 +199,7 @@ const PAGES_ALIGN: usize = 2 << 20;
 
 /// Anonymous memory for `len` bytes of pages (`len` a multiple of 4096), 2 MiB
 /// aligned and advised for huge pages; the kernel maps it in, zeroed, on first
-/// touch (the copier touches it all at mount: [`Table::populate`]). Panics (as an allocation failure)
+/// touch (the mount maps it all in: [`Table::populate`]). Panics (as an allocation failure)
 /// when the address space is exhausted.
 fn map_pages(len: usize) -> NonNull<u8> {
     let span = len.saturating_add(PAGES_ALIGN);
@@ -269,8 +269,8 @@ impl<W: Word> Table<W> {
     }
 
     /// Maps the table's DRAM pages in now (zero-filled by the kernel), 2 MiB at a
-    /// time, until `stop`: the copier does it at mount, so that no reader takes
-    /// the page fault (and its zero-fill) on the first fill of each page. Where the
+    /// time, until `stop`: done at mount, so that no reader takes the page fault
+    /// (and its zero-fill) on the first fill of each page. Where the
     /// kernel lacks `MADV_POPULATE_WRITE` (before 5.14) the pages fault in on first
     /// use instead.
     pub fn populate(&self, stop: &AtomicBool) {
@@ -806,6 +806,9 @@ impl ReadCache {
         });
         let (tx, rx) = sync_channel(QUEUE);
         let stop = Arc::new(AtomicBool::new(false));
+        // The budget's DRAM, mapped in now: part of the mount's cost, not of the
+        // first reads (a background fill competed with the readers for the CPU).
+        shared.table.populate(&stop);
         let thread = {
             let (shared, stop) = (shared.clone(), stop.clone());
             let window = p.window.max(Duration::from_millis(1));
@@ -847,7 +850,9 @@ impl ReadCache {
         let sh = &*self.shared;
         let tick = sh.tick.load(Ordering::Relaxed);
         let (threshold, shift) = admission(self.threshold, sh.level.load(Ordering::Relaxed));
-        if !hot(block, tick, threshold) || !sampled(shift) {
+        // Sampled first: while the cache admits one hot page in 2^shift, most
+        // misses skip the hotness table too.
+        if !sampled(shift) || !hot(block, tick, threshold) {
             return;
         }
         if !sh.claimed.load(Ordering::Relaxed) {
@@ -948,7 +953,6 @@ const POLL_SLEEP: Duration = Duration::from_millis(1);
 /// which would cost the reader a futex call); after `IDLE_POLLS` empty polls it
 /// blocks until a job comes or the window ends.
 fn copier(shared: &Shared, vol: &Vol, rx: &Receiver<Job>, stop: &AtomicBool, window: Duration) {
-    shared.table.populate(stop);
     let mut next_tick = Instant::now() + window;
     let mut idle = 0u32;
     let counts = || {
