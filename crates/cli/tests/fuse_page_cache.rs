@@ -31,7 +31,8 @@ fn version(p: &[u8]) -> u64 {
 }
 
 /// Page reads the engine served so far (hits and misses of its read cache, which
-/// count every page read that reaches the engine).
+/// count every page read that reaches the engine: the mount names the cache, which
+/// `full` leaves off over DRAM).
 fn engine_page_reads(mnt: &Path) -> u64 {
     let v = common::xattr::get(mnt, b"user.mnemofs.stats", 64 << 10).unwrap();
     let j: serde_json::Value = serde_json::from_slice(&v).unwrap();
@@ -41,7 +42,7 @@ fn engine_page_reads(mnt: &Path) -> u64 {
 #[test]
 fn read_only_opens_use_the_page_cache_coherently() {
     let e = common::env("256M");
-    common::mount(&e);
+    common::mount_with(&e, &["--read-cache", "rcache"]);
     let f = e.mnt.join("f");
     std::fs::write(&f, (0..16).flat_map(page).collect::<Vec<u8>>()).unwrap();
     let ro = std::fs::File::open(&f).unwrap();

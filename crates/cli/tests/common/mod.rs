@@ -69,7 +69,14 @@ fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
 
 /// Mounts in the background (the command returns once mounted).
 pub fn mount(e: &Env) {
-    let o = run(&["mount", e.img.to_str().unwrap(), e.mnt.to_str().unwrap()]);
+    mount_with(e, &[]);
+}
+
+/// [`mount`] with more `mnemofs mount` options.
+pub fn mount_with(e: &Env, opts: &[&str]) {
+    let mut args = vec!["mount", e.img.to_str().unwrap(), e.mnt.to_str().unwrap()];
+    args.extend_from_slice(opts);
+    let o = run(&args);
     assert!(
         o.status.success(),
         "mount: {}",
