@@ -177,6 +177,15 @@ impl FileLock {
             FileLock::Interval(l) => RangeGuard::new(Held::Interval(l, l.lock(s, e, write))),
             FileLock::Segment(b) => {
                 let (words, whole) = (&b.0, &b.1);
+                if !whole.is_fine() && crate::interleave::hooked() {
+                    // The interleaving explorer parks a locker at its points while
+                    // another runs: a coarse file's exclusive lock would hold the
+                    // others off for good. Engage the words first, under the
+                    // exclusive lock (free: no hooked thread took a coarse lock).
+                    whole.lock_write();
+                    whole.adapt(true);
+                    whole.unlock_write();
+                }
                 // To the end of the file: the whole file, exclusively (also for a
                 // read, which must not walk 2^32 segments). A coarse file's writer
                 // too (module doc).
@@ -541,15 +550,18 @@ mod tests {
         }
         assert!(!b.1.is_fine());
         assert_eq!(b.0.bytes(), 0, "a coarse file allocated lock words");
-        // A writer that has to wait for a reader engages them.
-        let r = lock.read(0, 4096);
+        // A reader that has to wait for a writer asks for them (once registered as
+        // turned away, it returns having waited), and the next writer engages them.
+        let w = lock.write(0, 4096);
         let l2 = lock.clone();
-        let w = std::thread::spawn(move || drop(l2.write(8192, 12288)));
-        while b.1.tickets.1.load(Ordering::SeqCst) == b.1.tickets.0.load(Ordering::SeqCst) {
+        let r = std::thread::spawn(move || drop(l2.read(8192, 12288)));
+        while b.1.blocked.load(Ordering::SeqCst) == 0 {
             std::thread::yield_now();
         }
-        drop(r);
-        w.join().unwrap();
+        drop(w);
+        r.join().unwrap();
+        assert!(!b.1.is_fine(), "only a writer engages the words");
+        drop(lock.write(0, 4096));
         assert!(b.1.is_fine());
         // Fine: disjoint ranges are held at once.
         let a = lock.write(0, 4096);
