@@ -168,6 +168,13 @@ pub(crate) fn format(pm: &Vol, geo: &Geometry, table: &DeviceTable) {
     // descriptor names them, so they are left as they are.
     pm.zero(PmOff::ZERO, BlockNo(geo.slot_start).off().get());
     pm.flush(PmOff::ZERO, BlockNo(geo.slot_start).off().get());
+    // The chunk table, after the slots: an entry left by an earlier file system on
+    // these bytes (`mkfs --force`, a DAX device) would give a sub-zone a chunk of
+    // blocks the new free list also holds.
+    let chunks = BlockNo(geo.chunk_table_start).off();
+    let chunks_len = BlockNo(geo.chunk_table_blocks()).off().get();
+    pm.zero(chunks, chunks_len);
+    pm.flush(chunks, chunks_len);
     // Root directory: slot, one log page with its initial attributes.
     let root_page = geo.data_start;
     init_page(pm, root_page, ROOT_INO);

@@ -285,3 +285,42 @@ fn fsck_and_mount_refuse_a_bad_chunk_table() {
     h.check(&fs, "restored");
     fs.unmount().unwrap();
 }
+
+/// `mkfs --force` over an image whose sub-zones grew starts from an empty chunk table:
+/// the old table's entries name chunks of the old file system (their descriptor
+/// blocks are old data), and nothing of them may reach the new one.
+#[test]
+fn mkfs_over_a_grown_zone_leaves_no_chunk_behind() {
+    let img = common::fresh(32 << 20);
+    let fresh_free = {
+        let fs = mount(&img, SmallWriteMode::Lawn);
+        let free = fs.stats().free_blocks;
+        let mut rng = StdRng::seed_from_u64(7);
+        let mut f = File::new(&fs, b"f", 8 << 20, &mut rng);
+        let mut next = 0;
+        small_writes(&fs, &mut f, &mut rng, 30, &mut next);
+        assert!(fs.stats().lawn_chunks_grown >= 2);
+        // Abandoned with its chunks in the table.
+        drop(fs);
+        free
+    };
+    mnemofs::mkfs(
+        &img.path,
+        &mnemofs::MkfsOptions {
+            size: 32 << 20,
+            cpus: 2,
+            force: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let r = mnemofs::fsck(&img.path).unwrap();
+    assert!(r.is_clean(), "{:?}", r.problems);
+    let fs = mount(&img, SmallWriteMode::Lawn);
+    let st = fs.stats();
+    assert_eq!((st.lawn_chunk_blocks, st.lawn_slots_used), (0, 0), "{st:?}");
+    assert_eq!(st.free_blocks, fresh_free);
+    // "." and "..": the old file is gone.
+    assert_eq!(fs.readdir(ROOT_INO, 0, 100).unwrap().len(), 2);
+    fs.unmount().unwrap();
+}
