@@ -83,6 +83,7 @@ mod error;
 mod fsck;
 #[cfg(feature = "crashtest")]
 mod fuzz;
+mod generate;
 mod guard;
 mod mds;
 mod mkfs;
@@ -129,6 +130,8 @@ enum Cmd {
     /// Mutation fuzzer for hostile images: mount, fsck, a workload (exit 0 none, 1 failures, 2 usage)
     #[cfg(feature = "crashtest")]
     Fuzz(fuzz::FuzzArgs),
+    /// Write man pages or shell completions generated from this command line
+    Generate(generate::GenerateArgs),
     /// (internal) Watch a mount's daemon; abort its connection if it dies mounted
     #[command(hide = true)]
     Guard(guard::GuardArgs),
@@ -168,6 +171,7 @@ fn main() {
         Cmd::Mds(a) => mds::run(a).map(|()| 0),
         Cmd::Fsck(a) => fsck::run(a),
         Cmd::Stat(a) => stat::run(a).map(|()| 0),
+        Cmd::Generate(a) => generate::run(a).map(|()| 0),
         Cmd::Guard(a) => guard::run(a).map(|()| 0),
         Cmd::Bench(a) => bench::run(a),
         #[cfg(feature = "crashtest")]
