@@ -5,6 +5,10 @@
 #     network namespaces; without root they run on loopback)
 #   - the mount(8) helper /sbin/mount.fuse.mnemofs (scripts/install-mount-helper.sh)
 #   - rustfmt and clippy rustup components, when missing
+#   - man-db from apt, when man is missing; the release build (cargo build --release);
+#     then, as root, its man pages and shell completions, generated from the binary
+#     (scripts/install-man-pages.sh: man mnemofs-mount, man mnemofs-bench-compare, ...;
+#     skipped with --fuse-only)
 #   - pjdfstest 0.2.2 and fsx 0.3.2 into .tools/<name>/bin (skipped with --fuse-only)
 #   - with --bench only: fio and bindfs from apt, for `mnemofs bench peers` (benchmarks
 #     only; no test needs them)
@@ -66,6 +70,20 @@ for comp in rustfmt clippy; do
     rustup component add "$comp"
   fi
 done
+
+# man(1) for the pages installed below (a minimal Debian has none).
+if ! command -v man >/dev/null; then
+  echo "setup: installing man-db"
+  "${SUDO[@]}" apt-get update -q
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends man-db
+fi
+# The release build, then its man pages and completions (generated from the binary).
+cargo build --release
+if ((EUID == 0)); then
+  bash scripts/install-man-pages.sh
+else
+  echo "setup: not root: run 'sudo bash scripts/install-man-pages.sh' for the man pages and completions" >&2
+fi
 
 # install_tool NAME VERSION: cargo install NAME@VERSION into .tools/NAME.
 install_tool() {
