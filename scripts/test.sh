@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The mnemofs test suite: the host facts it depends on (at the start, and what a
-# default mount chose once the build exists), setup, fmt, clippy, build,
+# default mount chose once the build exists), setup, fmt, the text checks
+# (scripts/check-text.sh: no development diary, Markdown links resolve), clippy, build,
 # unit/integration tests with the host's choices and again with each choice forced
 # both ways (scripts/test-forced.sh), the crash explorer's budget,
 # the hang test (mixed mmap/direct/buffered I/O under a watchdog, on the default
@@ -17,6 +18,8 @@ export FSX_OPS=${FSX_OPS:-20000}
 STEPS=(
   "bash scripts/setup.sh"
   "cargo fmt --all -- --check"
+  "bash scripts/check-text.sh --self-test"
+  "bash scripts/check-text.sh"
   "cargo clippy --all-targets -- -D warnings"
   "cargo build --release"
   "bash scripts/host-facts.sh --mount"

@@ -5,7 +5,7 @@
 //! drained to memory. A LAWN write issues the non-temporal stores of its slices
 //! inside its sub-zone section, right after deciding where they go, so that they
 //! drain while the section's bookkeeping runs; a locked release would wait for them
-//! there (session 5 measured that as 15 % slower). A release by a plain `mov` (x86
+//! there (measured: 15 % slower). A release by a plain `mov` (x86
 //! TSO: a store is not reordered with earlier loads and stores) does not wait, and
 //! the fence after the section still orders the slices before the descriptor.
 //!
