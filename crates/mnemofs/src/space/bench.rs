@@ -1,7 +1,7 @@
-//! One range's extent allocator ([`Extents`]) on its own, behind a thin handle, so
+//! One range's extent allocator (`Extents`) on its own, behind a thin handle, so
 //! that an example can measure it against other allocators
 //! (`examples/alloc_compare.rs`). Allocation and free run the engine's own code,
-//! as [`Space`](super::Space) calls it for one range, minus the locks and the
+//! as `Space` calls it for one range, minus the locks and the
 //! per-device counters; nothing here changes how the engine allocates.
 #![deny(clippy::arithmetic_side_effects)]
 
