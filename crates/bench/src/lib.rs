@@ -14,6 +14,8 @@
 //!   ratios. [`suite`]: every workload × every preset into a results folder.
 //! - [`plot`]: SVG bar charts (plotters). [`peers`]: fio against kernel file systems
 //!   and a mnemofs FUSE mount.
+//! - [`paper`]: the papers mnemofs implements and their headline claims, as data
+//!   (`mnemofs bench paper`).
 //!
 //! Benchmarks print figures; they assert nothing about time.
 
@@ -25,6 +27,7 @@ pub mod compare;
 pub mod config;
 pub mod dist;
 mod error;
+pub mod paper;
 pub mod peers;
 pub mod plot;
 pub mod result;

@@ -67,12 +67,49 @@ pub fn grouped_bars(
     series: &[String],
     groups: &[Group],
 ) -> BenchResultT<()> {
+    draw_bars(path, title, y_label, series, groups, None)
+}
+
+/// A mark drawn across each group of a bar chart at a value of its own (e.g. where a
+/// paper's factor over the baseline would put the bar), named in the legend.
+#[derive(Clone, Debug)]
+pub struct Reference {
+    pub name: String,
+    /// One value per group (`None`: no mark over that group).
+    pub values: Vec<Option<f64>>,
+}
+
+/// [`grouped_bars`] with a dashed reference mark over each group, and room above the
+/// bars for the legend (a paper's figure beside ours: `mnemofs bench paper`).
+pub fn bars_with_reference(
+    path: &Path,
+    title: &str,
+    y_label: &str,
+    series: &[String],
+    groups: &[Group],
+    reference: &Reference,
+) -> BenchResultT<()> {
+    draw_bars(path, title, y_label, series, groups, Some(reference))
+}
+
+fn draw_bars(
+    path: &Path,
+    title: &str,
+    y_label: &str,
+    series: &[String],
+    groups: &[Group],
+    reference: Option<&Reference>,
+) -> BenchResultT<()> {
+    let marks = reference.map_or(&[][..], |r| r.values.as_slice());
     let ymax = groups
         .iter()
         .flat_map(|g| g.bars.iter().flatten())
         .map(|b| b.high.max(b.value))
+        .chain(marks.iter().flatten().copied())
         .fold(0.0f64, f64::max);
-    let ymax = if ymax > 0.0 { ymax * 1.15 } else { 1.0 };
+    // With a reference the legend has a line more; keep it clear of the bars.
+    let headroom = if reference.is_some() { 1.45 } else { 1.15 };
+    let ymax = if ymax > 0.0 { ymax * headroom } else { 1.0 };
     let n = groups.len().max(1);
     let k = series.len().max(1);
     let width = (160 + 60 * n * k).clamp(640, 1600) as u32;
@@ -134,6 +171,30 @@ pub fn grouped_bars(
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
         chart.draw_series(whiskers).map_err(|e| plot_err(path, e))?;
     }
+    if let Some(r) = reference {
+        let style = ShapeStyle::from(&BLACK).stroke_width(2);
+        let segments: Vec<PathElement<(f64, f64)>> = r
+            .values
+            .iter()
+            .enumerate()
+            .filter_map(|(gi, v)| v.map(|v| (gi, v)))
+            .flat_map(|(gi, v)| {
+                // Dashes across the group's bars.
+                let (x0, x1) = (gi as f64 + 0.05, gi as f64 + 0.95);
+                let n = 12;
+                (0..n).step_by(2).map(move |k| {
+                    let a = x0 + (x1 - x0) * k as f64 / n as f64;
+                    let b = x0 + (x1 - x0) * (k + 1) as f64 / n as f64;
+                    PathElement::new(vec![(a, v), (b, v)], style)
+                })
+            })
+            .collect();
+        chart
+            .draw_series(segments)
+            .map_err(|e| plot_err(path, e))?
+            .label(r.name.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 12, y)], style));
+    }
     legend_and_present(&mut chart, &root, path)
 }
 
@@ -153,7 +214,7 @@ pub fn lines(
     y_label: &str,
     lines: &[Line],
 ) -> BenchResultT<()> {
-    draw_lines(path, title, x_label, y_label, lines, true)
+    draw_lines(path, title, x_label, y_label, lines, LineStyle::Steps)
 }
 
 /// Writes a line chart to `path` (SVG): every line through its points, each point
@@ -165,7 +226,24 @@ pub fn curves(
     y_label: &str,
     lines: &[Line],
 ) -> BenchResultT<()> {
-    draw_lines(path, title, x_label, y_label, lines, false)
+    draw_lines(path, title, x_label, y_label, lines, LineStyle::Curves)
+}
+
+/// [`curves`] over thread counts: ticks at whole numbers only (1, 2, 4, ...), and
+/// values as `1.25M` (a paper's scaling figure beside ours: `mnemofs bench paper`).
+pub fn thread_curves(path: &Path, title: &str, y_label: &str, lines: &[Line]) -> BenchResultT<()> {
+    draw_lines(path, title, "threads", y_label, lines, LineStyle::Threads)
+}
+
+/// How [`draw_lines`] draws.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LineStyle {
+    /// A value holds until the next point.
+    Steps,
+    /// Straight through the points, each marked.
+    Curves,
+    /// `Curves` over whole numbers, values with SI suffixes.
+    Threads,
 }
 
 fn draw_lines(
@@ -174,29 +252,50 @@ fn draw_lines(
     x_label: &str,
     y_label: &str,
     lines: &[Line],
-    as_steps: bool,
+    style: LineStyle,
 ) -> BenchResultT<()> {
+    let as_steps = style == LineStyle::Steps;
     let pts = || lines.iter().flat_map(|l| l.points.iter());
     let xmax = pts().map(|p| p.0).fold(0.0f64, f64::max).max(1e-9);
     let xmin = pts().map(|p| p.0).fold(xmax, f64::min);
     let ymax = pts().map(|p| p.1).fold(0.0f64, f64::max);
     let ymax = if ymax > 0.0 { ymax * 1.1 } else { 1.0 };
+    let threads = style == LineStyle::Threads;
+    // Over thread counts: half a thread of margin each side, and room above the
+    // lines for the legend.
+    let (xmin, xmax, ymax) = if threads {
+        (xmin - 0.5, xmax + 0.5, ymax * 1.25)
+    } else {
+        (xmin, xmax, ymax)
+    };
     let root = SVGBackend::new(path, (960, 420)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| plot_err(path, e))?;
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 18))
         .margin(12)
         .x_label_area_size(36)
-        .y_label_area_size(56)
+        .y_label_area_size(if threads { 72 } else { 56 })
         .build_cartesian_2d(xmin..xmax, 0f64..ymax)
         .map_err(|e| plot_err(path, e))?;
-    chart
-        .configure_mesh()
-        .light_line_style(RGBColor(0xee, 0xee, 0xee))
+    let whole = |x: &f64| {
+        if (x - x.round()).abs() < 1e-6 && *x >= 0.5 {
+            format!("{}", x.round() as u64)
+        } else {
+            String::new()
+        }
+    };
+    let mut mesh = chart.configure_mesh();
+    mesh.light_line_style(RGBColor(0xee, 0xee, 0xee))
         .x_desc(x_label)
-        .y_desc(y_label)
-        .draw()
-        .map_err(|e| plot_err(path, e))?;
+        .y_desc(y_label);
+    if threads {
+        // One tick per whole number (the axis spans at most a few hundred).
+        let span = (xmax - xmin).ceil().clamp(1.0, 400.0) as usize;
+        mesh.x_labels(span * 4 + 1)
+            .x_label_formatter(&whole)
+            .y_label_formatter(&|y| crate::result::si(*y));
+    }
+    mesh.draw().map_err(|e| plot_err(path, e))?;
     for (i, l) in lines.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         let mut steps = Vec::with_capacity(l.points.len() * 2);
@@ -266,6 +365,59 @@ mod tests {
         ] {
             assert!(svg.contains(s), "{s} missing");
         }
+    }
+
+    #[test]
+    fn draws_bars_with_a_reference_mark_and_thread_curves() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.svg");
+        let b = |v| {
+            Some(Bar {
+                value: v,
+                low: v,
+                high: v,
+            })
+        };
+        bars_with_reference(
+            &p,
+            "headline",
+            "B/s",
+            &["base".into(), "ours".into()],
+            &[Group {
+                label: "128 B".into(),
+                bars: vec![b(1.0), b(2.5)],
+            }],
+            &Reference {
+                name: "paper: 2.6x base".into(),
+                values: vec![Some(2.6)],
+            },
+        )
+        .unwrap();
+        let svg = std::fs::read_to_string(&p).unwrap();
+        for s in ["headline", "base", "ours", "128 B", "paper: 2.6x base"] {
+            assert!(svg.contains(s), "{s} missing");
+        }
+        let p = dir.path().join("t.svg");
+        thread_curves(
+            &p,
+            "dwom",
+            "ops/s",
+            &[Line {
+                name: "nova".into(),
+                points: vec![(1.0, 1.5e6), (2.0, 2.5e6), (4.0, 2.0e6)],
+            }],
+        )
+        .unwrap();
+        let svg = std::fs::read_to_string(&p).unwrap();
+        // (plotters writes a label's text on a line of its own)
+        for s in ["dwom", "nova", "\n1.00M\n", "\n2.00M\n", "\n4\n"] {
+            assert!(svg.contains(s), "{s:?} missing: {svg}");
+        }
+        // Whole thread counts only on the x axis.
+        assert!(
+            !svg.contains("\n1.5\n") && !svg.contains("\n0.5\n"),
+            "{svg}"
+        );
     }
 
     #[test]

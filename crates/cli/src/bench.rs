@@ -178,6 +178,9 @@ pub enum BenchCmd {
     /// Clients of a metadata server, each its own process, under each commit mode
     /// (sync, delayed) side by side
     Cluster(Box<crate::cluster_bench::ClusterArgs>),
+    /// Each paper's headline experiment at mnemofs's defaults (preset full against the
+    /// paper's baseline), its figure beside ours, and an SVG in the figure's shape
+    Paper(Box<crate::paper::PaperArgs>),
 }
 
 #[derive(Args, Debug)]
@@ -243,7 +246,7 @@ pub struct ScaleArgs {
 }
 
 /// The thread counts of a sweep up to `max`: the powers of two below it, and it.
-fn sweep_counts(max: usize) -> Vec<usize> {
+pub(crate) fn sweep_counts(max: usize) -> Vec<usize> {
     let mut v = Vec::new();
     let mut n = 1;
     while n < max {
@@ -424,6 +427,7 @@ pub fn run(a: &BenchArgs) -> CliResult<i32> {
         Some(BenchCmd::Peers(p)) => return run_peers(p),
         Some(BenchCmd::Suite(s)) => return run_suite(s),
         Some(BenchCmd::Cluster(c)) => return crate::cluster_bench::run(c),
+        Some(BenchCmd::Paper(p)) => return crate::paper::run(p),
         None => {}
     }
     if a.list {
@@ -605,10 +609,7 @@ fn list() -> String {
             .collect::<Vec<_>>()
             .join(", "),
     );
-    out.push_str(&format!(
-        " (planned, not built yet: {})\n",
-        mnemofs::PLANNED_PRESETS.join(", ")
-    ));
+    out.push('\n');
     out.push_str("\nPM profiles (added to the DRAM-backed image)\n");
     let mut prow = vec![[
         "profile",
@@ -637,7 +638,7 @@ fn list() -> String {
         ]);
     }
     out.push_str(&result::render(&prow));
-    out.push_str("\nAlso: mnemofs bench compare | peers | suite (see --help of each)");
+    out.push_str("\nAlso: mnemofs bench compare | scale | peers | suite | cluster | paper (see --help of each)");
     out
 }
 
@@ -712,7 +713,7 @@ fn variant_labels(summary: &[compare::Summary]) -> Vec<String> {
 
 /// Runs the comparison `c` describes and prints its table; the workload and the
 /// medians.
-fn compare_table(c: &CompareArgs) -> CliResult<(Workload, Vec<compare::Summary>)> {
+pub(crate) fn compare_table(c: &CompareArgs) -> CliResult<(Workload, Vec<compare::Summary>)> {
     let w = workload(&c.workload)?;
     if c.rounds < 3 {
         return Err(

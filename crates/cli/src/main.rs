@@ -90,6 +90,7 @@ mod mkfs;
 mod modes;
 mod mount;
 mod output;
+mod paper;
 mod report;
 mod size;
 mod stat;

@@ -1,9 +1,7 @@
 //! Presets and mode names for `mount`.
 
 use crate::error::{CliError, CliResult};
-use mnemofs::{
-    LockMode, Medium, MountOptions, ReadCacheMode, SmallWriteMode, PLANNED_PRESETS, PRESETS,
-};
+use mnemofs::{LockMode, Medium, MountOptions, ReadCacheMode, SmallWriteMode, PRESETS};
 
 fn names<T>(list: &[(&str, T)]) -> String {
     list.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
@@ -31,18 +29,7 @@ pub fn preset_help() -> String {
             )
         })
         .collect();
-    let mut h = format!(
-        "Mode preset: {} [default: {}]",
-        built.join("; "),
-        mnemofs::DEFAULT_PRESET
-    );
-    if !PLANNED_PRESETS.is_empty() {
-        h.push_str(&format!(
-            ". Planned, not built yet: {}",
-            PLANNED_PRESETS.join(", ")
-        ));
-    }
-    h
+    format!("Mode preset: {}", built.join("; "))
 }
 
 /// Help text of `--read-cache`.
@@ -136,19 +123,10 @@ pub fn resolve_with(
     read_cache: Option<&str>,
 ) -> CliResult<MountOptions> {
     let Some(p) = PRESETS.iter().find(|p| p.name == preset) else {
-        let msg = if PLANNED_PRESETS.contains(&preset) {
-            format!(
-                "preset '{preset}' is planned but not built yet; valid presets: {}",
-                preset_names()
-            )
-        } else {
-            format!(
-                "unknown preset '{preset}'; valid presets: {} (planned, not built yet: {})",
-                preset_names(),
-                PLANNED_PRESETS.join(", ")
-            )
-        };
-        return Err(CliError::new(msg));
+        return Err(CliError::new(format!(
+            "unknown preset '{preset}'; valid presets: {}",
+            preset_names()
+        )));
     };
     let mut opts = MountOptions::from_preset(p);
     if let Some(l) = lock {
@@ -242,11 +220,11 @@ mod tests {
     }
 
     #[test]
-    fn planned_presets_are_refused_with_the_valid_list() {
-        for p in PLANNED_PRESETS {
-            let e = resolve(p, None, None).unwrap_err().msg;
-            assert!(e.contains("not built yet"), "{e}");
-            assert!(e.contains(PRESETS[0].name), "{e}");
+    fn an_unknown_preset_is_refused_with_the_valid_list() {
+        let e = resolve("fastest", None, None).unwrap_err().msg;
+        assert!(e.contains("unknown preset 'fastest'"), "{e}");
+        for p in PRESETS {
+            assert!(e.contains(p.name), "{e}");
         }
     }
 

@@ -519,9 +519,6 @@ pub const PRESETS: &[Preset] = &[
 /// built (every technique).
 pub const DEFAULT_PRESET: &str = "full";
 
-/// Presets that DESIGN.md names but whose modes are not built yet.
-pub const PLANNED_PRESETS: &[&str] = &[];
-
 /// Default segment size of the `segment` lock mode.
 pub const DEFAULT_SEGMENT_SIZE: u64 = 4096;
 
