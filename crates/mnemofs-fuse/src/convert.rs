@@ -98,8 +98,9 @@ pub fn file_attr(a: &Attr) -> FileAttr {
     }
 }
 
-/// `renameat2` flags to engine flags: `RENAME_NOREPLACE` and `RENAME_EXCHANGE` (not
-/// both); anything else (e.g. `RENAME_WHITEOUT`) is `EINVAL`.
+/// `renameat2` flags to engine flags: `RENAME_NOREPLACE`, `RENAME_EXCHANGE` and
+/// `RENAME_WHITEOUT` (the whiteout owned by the caller); `RENAME_EXCHANGE` with either
+/// of the others, or any other flag, is `EINVAL`.
 pub fn rename_flags(flags: fuser::RenameFlags, uid: u32, gid: u32) -> Result<RenameFlags, Errno> {
     let bits = flags.bits();
     let noreplace = libc::RENAME_NOREPLACE;
