@@ -6,8 +6,11 @@
 # volume (crates/crashtest/tests/injected_bugs.rs catches every bug in the other
 # configurations). Each run prints its time.
 # Env (a deeper run than the suite's: raise them, e.g. CRASH_SEQ2_SAMPLE=48
-# CRASH_RANDOM_STATES=40000 CRASH_MULTI_STATES=40000 CRASH_SMALL_STATES=50000):
-#      CRASH_SEQ2_SAMPLE (seq-2 workloads, default 12), CRASH_RANDOM_STATES
+# CRASH_LAWN_SAMPLE=49 CRASH_DEVICES_SAMPLE=39 CRASH_RANDOM_STATES=40000
+# CRASH_MULTI_STATES=40000 CRASH_SMALL_STATES=50000):
+#      CRASH_SEQ2_SAMPLE (seq-2 workloads, default 10), CRASH_LAWN_SAMPLE (seq-1
+#      workloads under LAWN, default 24 of 49), CRASH_DEVICES_SAMPLE (seq-1 workloads
+#      on 2-device volumes, default 16 of 39), CRASH_RANDOM_STATES
 #      (default 10000), CRASH_MULTI_STATES (default 12000), CRASH_SMALL_STATES
 #      (fine-log seq-1 and LAWN random, default 12500), CRASH_TEAR_STATES (LAWN seq-1
 #      with torn 16-byte stores, per order, default 7500), CRASH_CPUS_STATES (each
@@ -28,12 +31,12 @@ run() {
   echo "--- ($((SECONDS - t)) s)"
 }
 run crashtest --workload seq1
-run crashtest --workload seq2 --sample "${CRASH_SEQ2_SAMPLE:-12}" --seed 1
+run crashtest --workload seq2 --sample "${CRASH_SEQ2_SAMPLE:-10}" --seed 1
 run crashtest --workload random --seed 1 --max-states "${CRASH_RANDOM_STATES:-10000}"
 run crashtest --workload multi --seed 1 --lock segment --max-states "${CRASH_MULTI_STATES:-12000}"
 run crashtest --workload multi --seed 2 --lock interval --max-states "$(( ${CRASH_MULTI_STATES:-12000} / 4 ))"
 # Sub-page writes: LAWN alternate writing and the fine-log baseline.
-run crashtest --workload seq1 --small-write lawn
+run crashtest --workload seq1 --small-write lawn --sample "${CRASH_LAWN_SAMPLE:-24}" --seed 1
 run crashtest --workload seq1 --small-write finelog --max-states "${CRASH_SMALL_STATES:-12500}"
 run crashtest --workload random --seed 2 --small-write lawn --max-states "${CRASH_SMALL_STATES:-12500}"
 run crashtest --workload seq1 --small-write lawn --desc-store cached --max-states "${CRASH_SMALL_STATES:-12500}"
@@ -64,7 +67,7 @@ run crashtest --cpus 2 --workload seq1 --small-write finelog --sample 12 --seed 
 # Volumes of 2 devices (512 KiB + 256 KiB, placement interleave: a file's data block
 # and its next log page on different devices; the tracer sees global offsets).
 dev_states=${CRASH_DEVICES_STATES:-8000}
-run crashtest --devices 2 --workload seq1
+run crashtest --devices 2 --workload seq1 --sample "${CRASH_DEVICES_SAMPLE:-16}" --seed 5
 run crashtest --devices 2 --workload random --seed 5 --max-states "$dev_states"
 run crashtest --devices 2 --workload multi --seed 5 --lock segment --max-states "$dev_states"
 run crashtest --devices 2 --workload seq1 --small-write lawn --sample 12 --seed 5 \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The workspace's tests with every choice the host makes for mnemofs forced, one way
-# or the other (crates/pm/src/host.rs), so that one host runs the paths another
-# host would pick. The plain `cargo test` step runs the host's own choices.
+# The tests of the crates that run by the choices the host makes for mnemofs, with every
+# choice forced one way or the other (crates/pm/src/host.rs), so that one host runs
+# the paths another host would pick. The suite's plain `cargo test` step runs the host's own choices.
 #
 #   a: descriptors non-temporal, clflushopt (clflush where the CPU lacks it), no AVX
 #      (16-byte stores by cmpxchg16b), the monotonic clock, 1 CPU (and one test
@@ -58,4 +58,10 @@ else
 fi
 echo "forced $way: ${vars[*]}"
 env "${vars[@]}" bash scripts/host-facts.sh --mount
-env "${vars[@]}" cargo test --workspace --release "$@"
+# The crates whose code runs by the host choices: the PM layer, the engine, the crash
+# explorer (its traces come from the engine's stores) and the FUSE frontend. The
+# cluster and benchmark crates add no host detection of their own and reach PM
+# through the same layer; their tests run once, with the host's choices, in the
+# suite's `cargo test --workspace` step.
+env "${vars[@]}" cargo test --release -p pm -p mnemofs -p crashtest -p mnemofs-fuse \
+  -p mnemofs-cli "$@"
