@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Text checks over the repository's files (cheap; an early step of scripts/test.sh).
 # Fails, naming FILE:LINE for each finding, when
-#   (a) "session N" appears in any file, as in a development diary ("session 5
-#       measured", "Session 24 (..., build ...)"). The cluster protocol's client
-#       sessions are the exception: in crates/cluster/ and docs/CLUSTER.md a line may
-#       say "session 1" in that sense, but not in the diary's ("session 22's
-#       figures", "Session 3 (2025-...", "re-measured in session 18");
+#   (a) the word session followed by a number appears in any file, as in a
+#       development diary (a numbered sitting that "measured" something, with its
+#       date and build). The cluster protocol's client sessions are the exception:
+#       in crates/cluster/ and docs/CLUSTER.md a line may number a client's session,
+#       but not in the diary's sense (a possessive, a date in parentheses, "measured
+#       in" it);
 #   (b) a relative Markdown link in a *.md file ([text](path), [text](path#anchor),
 #       ![alt](path), [ref]: path) does not resolve to a file or directory of the
 #       repository, relative to that file (a leading / is the repository's root);
@@ -30,6 +31,9 @@ self_test() {
   local t out rc
   t=$(mktemp -d)
   trap 'rm -rf "$t"' RETURN
+  # The word the check looks for, spelled so that this file does not contain it.
+  local word=sess
+  word+=ion
   mkdir -p "$t/repo/docs" "$t/repo/crates/cluster/src" "$t/shared"
   touch "$t/shared/x.md"
   cat >"$t/repo/README.md" <<'EOF'
@@ -40,14 +44,15 @@ self_test() {
 ```
 [fenced](missing-in-fence.md)
 ```
-This line says session 3 measured it.
+This line says SESS 3 measured it.
 [bad](docs/missing.md)
 [out](../shared/x.md)
 [ref]: docs/gone.md
 EOF
+  sed -i "s/SESS/$word/" "$t/repo/README.md"
   printf '# A\n[up](../README.md) [titled](../README.md "title")\n' >"$t/repo/docs/A.md"
-  printf '// the client opens session 1; its pins go with session 1.\n// session 22%ss figures\n' \
-    "'" >"$t/repo/crates/cluster/src/c.rs"
+  printf '// the client opens %s 1; its pins go with %s 1.\n// %s 22%ss figures\n' \
+    "$word" "$word" "$word" "'" >"$t/repo/crates/cluster/src/c.rs"
   rc=0
   out=$(bash "$self" "$t/repo" 2>&1) || rc=$?
   local want=(
