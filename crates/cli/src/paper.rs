@@ -206,6 +206,14 @@ impl Cmd {
         self
     }
 
+    /// `--rounds N --duration D`.
+    fn timed(self, rounds: impl std::fmt::Display, duration: Duration) -> Cmd {
+        self.arg("--rounds")
+            .arg(rounds.to_string())
+            .arg("--duration")
+            .arg(duration_text(duration))
+    }
+
     fn shown(&self) -> String {
         format!("mnemofs {}", self.0.join(" "))
     }
@@ -428,6 +436,15 @@ fn bandwidth(bytes_per_sec: f64) -> String {
     format!("{}B/s", si(bytes_per_sec))
 }
 
+/// `ours vs base` as bandwidths, for runs of `io` bytes per operation.
+fn bandwidths(ours: &Summary, base: &Summary, io: f64) -> String {
+    format!(
+        "{} vs {}",
+        bandwidth(ours.ops_per_sec * io),
+        bandwidth(base.ops_per_sec * io)
+    )
+}
+
 /// A bar of a median with its min–max range, scaled (ops/s to bytes/s, ...).
 fn bar(x: &Summary, scale: f64) -> Bar {
     Bar {
@@ -502,10 +519,7 @@ fn pnova(p: &'static Paper, plan: &Plan) -> CliResult<Vec<Row>> {
     ])
     .arg("--threads")
     .arg(list.join(","))
-    .arg("--rounds")
-    .arg(plan.run_rounds.to_string())
-    .arg("--duration")
-    .arg(duration_text(plan.run_duration));
+    .timed(plan.run_rounds, plan.run_duration);
     let s = compare(&cmd, plan.json)?;
     let max = plan.threads;
     let mut row = Row::new(p, c, plan);
@@ -615,20 +629,12 @@ fn lawn(p: &'static Paper, plan: &Plan) -> CliResult<Vec<Row>> {
             .arg("256M")
             .arg("--threads")
             .arg("1")
-            .arg("--rounds")
-            .arg(plan.run_rounds.to_string())
-            .arg("--duration")
-            .arg(duration_text(plan.run_duration));
+            .timed(plan.run_rounds, plan.run_duration);
         let s = compare(&cmd, plan.json)?;
         let (b, o) = (median_of(&s, "nova", 1)?, median_of(&s, "full", 1)?);
         let mut row = Row::new(p, c, plan);
         row.measured(b, o, plan.run_rounds);
-        row.ours_compares = format!(
-            "{}; {} vs {}",
-            row.ours_compares,
-            bandwidth(o.ops_per_sec * io),
-            bandwidth(b.ops_per_sec * io)
-        );
+        row.ours_compares = format!("{}; {}", row.ours_compares, bandwidths(o, b, io));
         row.scale = format!("1 thread, a 256 MiB file (paper: {})", c.paper_scale);
         row.at = if medium.is_some() {
             format!("1 thread, {profile} --medium pm, randwrite 128 B")
@@ -680,19 +686,15 @@ fn rcache(p: &'static Paper, plan: &Plan) -> CliResult<Vec<Row>> {
         ])
         .arg("--threads")
         .arg(t.to_string())
-        .arg("--rounds")
-        .arg(plan.run_rounds.to_string())
-        .arg("--duration")
-        .arg(duration_text(plan.run_duration));
+        .timed(plan.run_rounds, plan.run_duration);
         let s = compare(&cmd, plan.json)?;
         let (b, o) = (median_of(&s, "nova", t)?, median_of(&s, "full", t)?);
         let mut row = Row::new(p, c, plan);
         row.measured(b, o, plan.run_rounds);
         row.ours_compares = format!(
-            "{}; {} vs {} at {}",
+            "{}; {} at {}",
             row.ours_compares,
-            bandwidth(o.ops_per_sec * io),
-            bandwidth(b.ops_per_sec * io),
+            bandwidths(o, b, io),
             threads_word(t)
         );
         row.scale = format!(
@@ -756,10 +758,7 @@ fn mbs_lvm(p: &'static Paper, plan: &Plan) -> CliResult<Vec<Row>> {
     .arg("4K")
     .arg("--file-size")
     .arg("32M")
-    .arg("--rounds")
-    .arg(plan.run_rounds.to_string())
-    .arg("--duration")
-    .arg(duration_text(plan.run_duration));
+    .timed(plan.run_rounds, plan.run_duration);
     let s = compare(&cmd, plan.json)?;
     let (b, o) = (
         median_of(&s, "full/single", MBS_NODES)?,
@@ -767,12 +766,7 @@ fn mbs_lvm(p: &'static Paper, plan: &Plan) -> CliResult<Vec<Row>> {
     );
     let mut row = Row::new(p, c, plan);
     row.measured(b, o, plan.run_rounds);
-    row.ours_compares = format!(
-        "{}; {} vs {}",
-        row.ours_compares,
-        bandwidth(o.ops_per_sec * io),
-        bandwidth(b.ops_per_sec * io)
-    );
+    row.ours_compares = format!("{}; {}", row.ours_compares, bandwidths(o, b, io));
     row.scale = format!(
         "{} threads, one per emulated node, 4 KiB writes (paper: {})",
         MBS_NODES, c.paper_scale
@@ -868,10 +862,7 @@ fn delayed_commit(p: &'static Paper, plan: &Plan) -> CliResult<Vec<Row>> {
         .arg("100us")
         .arg("--files")
         .arg("20000")
-        .arg("--rounds")
-        .arg(plan.cluster_rounds.to_string())
-        .arg("--duration")
-        .arg(duration_text(plan.cluster_duration));
+        .timed(plan.cluster_rounds, plan.cluster_duration);
     let exe = std::env::current_exe()
         .map_err(|e| CliError::new(format!("cannot find the mnemofs executable: {e}")))?;
     note(&format!("running: {}", cmd.shown()));
@@ -1125,10 +1116,7 @@ mod tests {
             machine: "m".into(),
         };
         let cmd = Cmd::new(&["bench", "compare", "--workload", "dwom"])
-            .arg("--rounds")
-            .arg(plan.run_rounds.to_string())
-            .arg("--duration")
-            .arg(duration_text(plan.run_duration));
+            .timed(plan.run_rounds, plan.run_duration);
         assert_eq!(
             cmd.shown(),
             "mnemofs bench compare --workload dwom --rounds 3 --duration 100ms"
