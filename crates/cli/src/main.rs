@@ -91,6 +91,7 @@ mod modes;
 mod mount;
 mod output;
 mod paper;
+mod remount;
 mod report;
 mod size;
 mod stat;

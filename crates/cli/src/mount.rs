@@ -147,7 +147,7 @@ pub struct MountOpts {
 }
 
 /// Options only mount(8) and fstab act on, accepted and ignored here.
-const FSTAB_ONLY: &[&str] = &[
+pub(crate) const FSTAB_ONLY: &[&str] = &[
     "defaults",
     "auto",
     "noauto",
@@ -279,6 +279,12 @@ fn commit_mode(s: &str) -> CliResult<mnemofs_cluster::CommitMode> {
 }
 
 pub fn run(args: &MountArgs) -> CliResult<()> {
+    if crate::remount::wanted(args.options.as_deref()) {
+        // `mnemofs mount -o remount,ro [IMAGE] DIR`: the mount point is the last
+        // positional.
+        let dir = args.mountpoint.as_deref().unwrap_or(&args.image);
+        return crate::remount::run(dir, args.options.as_deref().unwrap_or(""));
+    }
     let (image, mountpoint) = args.target()?;
     commit_mode(&args.commit)?;
     let o = parse_options(args.options.as_deref().unwrap_or(""))?;
@@ -306,10 +312,6 @@ pub fn run(args: &MountArgs) -> CliResult<()> {
     }
     if let Some(a) = o.atime {
         opts.atime = a;
-    }
-    if args.read_only || o.flags.read_only {
-        // Reads change nothing on a read-only mount.
-        opts.atime = mnemofs::AtimeMode::Noatime;
     }
     if args.foreground || args.ready_fd.is_some() {
         let res = run_foreground(args, opts);
@@ -349,6 +351,10 @@ fn run_foreground(args: &MountArgs, opts: mnemofs::MountOptions) -> CliResult<()
         direct_io: !args.no_direct_io,
         page_cache_reads: !args.no_page_cache_reads,
         flags,
+        // A read-only mount updates no atime (the engine goes read-only as the
+        // mount is made: mnemofs_fuse::remount); a remount to read-write brings
+        // this mode back.
+        atime: opts.atime,
         ..MountConfig::default()
     };
     match (image, &args.mds, &args.data) {

@@ -179,6 +179,15 @@ pub fn render_stats(what: &str, v: &Value) -> String {
     if !s(v, "medium").is_empty() {
         let _ = writeln!(o, "  medium        {}", s(v, "medium"));
     }
+    if !s(v, "atime").is_empty() {
+        let ro = v.get("read_only").and_then(|b| b.as_bool()) == Some(true);
+        let _ = writeln!(
+            o,
+            "  access        {}, atime {}",
+            if ro { "read-only" } else { "read-write" },
+            s(v, "atime")
+        );
+    }
     let _ = writeln!(
         o,
         "  LAWN zone     {} slots of {} B in use, {} free, descriptors stored {}; {} zone / {} in-place writes, {} written back",
@@ -301,6 +310,8 @@ mod tests {
             finelog_writes: 0,
             small_write_fallbacks: 0,
             medium: "pm: latency profile optane".into(),
+            read_only: false,
+            atime: "relatime".into(),
             read_cache_mode: "rcache".into(),
             read_cache_bytes: 1 << 20,
             read_cache_pages: 16,

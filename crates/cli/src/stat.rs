@@ -71,7 +71,7 @@ fn not_a_mountpoint(path: &Path) -> CliError {
 }
 
 /// Reads the stats xattr of a mount point's root directory.
-fn stats_of_mountpoint(path: &Path) -> CliResult<Value> {
+pub(crate) fn stats_of_mountpoint(path: &Path) -> CliResult<Value> {
     let cpath = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| CliError::new("path contains a NUL byte"))?;
     let cname = CString::new(STATS_XATTR).map_err(|_| CliError::new("bad xattr name"))?;

@@ -9,6 +9,7 @@ mod convert;
 pub mod inflight;
 pub mod mountpoint;
 pub mod pagecache;
+pub mod remount;
 mod serve;
 pub mod signals;
 

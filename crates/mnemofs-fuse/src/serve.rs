@@ -38,6 +38,10 @@ pub struct MountConfig {
     pub handle_signals: bool,
     /// Kernel mount flags (`ro`, `dev`, `suid`, `noexec`, `sync`, `dirsync`).
     pub flags: KernelFlags,
+    /// When reads update atime (the engine's mode; `noatime` also goes to the
+    /// kernel's mount table). A remount that changes the table's atime flag
+    /// changes the engine's mode.
+    pub atime: mnemofs::AtimeMode,
 }
 
 /// Kernel flags of a mount. The default is Linux's for a file system, `rw,dev,suid,exec`
@@ -86,6 +90,7 @@ impl Default for MountConfig {
             attr_ttl: DEFAULT_ATTR_TTL,
             handle_signals: true,
             flags: KernelFlags::default(),
+            atime: mnemofs::AtimeMode::Relatime,
         }
     }
 }
@@ -226,6 +231,9 @@ fn serve<E: FileSystem + 'static, F: FnOnce(&Path)>(
 ) -> Result<(), MountError> {
     let mountpoint = check_mountpoint(mountpoint)?;
     let threads = cfg.effective_threads();
+    // The remount watcher holds the engine weakly: it must not keep it from
+    // being unmounted.
+    let weak_fs = Arc::downgrade(&fs);
     let adapter = MnemoFuse::new(
         fs,
         AdapterOptions {
@@ -252,6 +260,10 @@ fn serve<E: FileSystem + 'static, F: FnOnce(&Path)>(
         (!f.exec, MountOption::NoExec),
         (f.sync, MountOption::Sync),
         (f.dirsync, MountOption::DirSync),
+        (
+            cfg.atime == mnemofs::AtimeMode::Noatime,
+            MountOption::NoAtime,
+        ),
     ] {
         if on {
             config.mount_options.push(o);
@@ -311,6 +323,17 @@ fn serve<E: FileSystem + 'static, F: FnOnce(&Path)>(
         }
     };
 
+    // Remounts (`mount -o remount,ro`) reach the engine through the mount table.
+    let stop_remounts = Arc::new(AtomicBool::new(false));
+    let remounts =
+        crate::remount::spawn(weak_fs, &mountpoint, cfg.atime, Arc::clone(&stop_remounts));
+    if remounts.is_none() {
+        note(&format!(
+            "mnemofs: cannot watch the mount table; a remount of {} changes the kernel's flags only",
+            mountpoint.display()
+        ));
+    }
+
     on_ready(&mountpoint);
 
     let mut unmount_requested = false;
@@ -336,6 +359,10 @@ fn serve<E: FileSystem + 'static, F: FnOnce(&Path)>(
 
     let result = session_thread.join();
     stop_watcher.store(true, Ordering::Relaxed);
+    stop_remounts.store(true, Ordering::Relaxed);
+    if let Some(r) = remounts {
+        let _ = r.join();
+    }
     if let Some(w) = watcher {
         let _ = w.join();
     }

@@ -246,6 +246,15 @@ pub trait FileSystem: Send + Sync {
     /// Space and inode totals for `statfs(2)`.
     fn statfs(&self) -> StatFs;
 
+    /// A remount changed the mount's flags: read-only (every change refused,
+    /// nothing written) or read-write, and when reads update atime. The default
+    /// says the implementation cannot switch (`Unsupported`): the kernel's flags
+    /// still hold at its mount.
+    fn remount(&self, read_only: bool, atime: crate::AtimeMode) -> Result<()> {
+        let _ = (read_only, atime);
+        Err(crate::FsError::Unsupported("remount"))
+    }
+
     /// Statistics of the mount (see [`Stats`](Self::Stats)). Not a hot-path call:
     /// it may walk every inode.
     fn stats(&self) -> Self::Stats;

@@ -13,7 +13,7 @@ use crate::data::{finelog::Finelog, lawn::Lawn, DataPlane, SmallWrite};
 use crate::devices::{DeviceInfo, DeviceSpec};
 use crate::error::FsError;
 use crate::error::Result;
-use crate::format::{Geometry, BLOCK, SB_STATE_OFF, STATE_CLEAN};
+use crate::format::{Geometry, BLOCK, SB_STATE_OFF, STATE_CLEAN, STATE_DIRTY};
 use crate::inode::Inode;
 use crate::itable::InodeTable;
 use crate::namespace::Namespace;
@@ -56,6 +56,11 @@ pub struct Fs {
     rename_lock: Mutex<()>,
     /// The volume's devices, in index order.
     devices: Vec<DeviceInfo>,
+    /// Mounted read-only ([`Fs::remount`]): every change is refused and nothing
+    /// reaches PM. Guarded by `remounting` for the transitions.
+    read_only: std::sync::atomic::AtomicBool,
+    /// Serializes remounts.
+    remounting: Mutex<()>,
 }
 
 /// Mounts the image at `path`, running recovery if it was not cleanly unmounted.
@@ -249,6 +254,8 @@ impl Fs {
             clean_mount: loaded.clean,
             rename_lock: Mutex::new(()),
             devices,
+            read_only: std::sync::atomic::AtomicBool::new(false),
+            remounting: Mutex::new(()),
         })
     }
 
@@ -261,11 +268,24 @@ impl Fs {
         }
     }
 
-    /// Saves the free lists, marks the image clean and unmaps it.
+    /// Saves the free lists, marks the image clean and unmaps it. A read-only
+    /// mount ([`Fs::remount`]) was made clean when it went read-only: nothing is
+    /// written.
     pub fn unmount(mut self) -> Result<()> {
         // LAWN: no write-back after the state word says clean; times of in-place
         // small writes go to the log.
         self.data.stop();
+        if !self.is_read_only() {
+            self.make_clean();
+        }
+        self.store.vol.sync_to_file();
+        Ok(())
+    }
+
+    /// What unmount leaves on PM, with the background write-back stopped: lazy
+    /// times logged, spares back in the free space, the free list saved and the
+    /// state word clean.
+    fn make_clean(&self) {
         self.data.persist_lazy_times(&self.table);
         // The files' spare blocks are free space: into the saved free list.
         self.data.return_spares(true);
@@ -277,10 +297,65 @@ impl Fs {
             s.vol.fence();
             s.vol.store_u64(PmOff::ZERO + SB_STATE_OFF, STATE_CLEAN);
             s.vol.flush(PmOff::ZERO + SB_STATE_OFF, 8);
-            // Fence: the clean state is durable before unmount returns.
+            // Fence: the clean state is durable before unmount (or the switch to
+            // read-only) returns.
             s.vol.fence();
         }
-        s.vol.sync_to_file();
+    }
+
+    /// Whether the mount is read-only now ([`Fs::remount`]).
+    pub fn is_read_only(&self) -> bool {
+        self.read_only.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// `FsError::ReadOnly` on a read-only mount.
+    #[inline]
+    fn writable(&self) -> Result<()> {
+        if self.is_read_only() {
+            return Err(FsError::ReadOnly);
+        }
+        Ok(())
+    }
+
+    /// Remount: read-only or read-write, and when reads update atime (read-only
+    /// implies noatime).
+    ///
+    /// Going read-only stops LAWN's background write-back, then leaves the image as
+    /// unmount does (times logged, free list saved, state clean): from then on
+    /// every change is refused with `FsError::ReadOnly` and nothing reaches PM, and
+    /// a crash needs no recovery. Going back marks the image dirty (durably, before
+    /// any change) and restarts the write-back. The caller keeps changes from being
+    /// in flight across the switch to read-only: the kernel refuses `remount,ro`
+    /// while a file is open for writing or an unlinked file is still open.
+    pub fn remount(&self, read_only: bool, atime: AtimeMode) -> Result<()> {
+        use std::sync::atomic::Ordering;
+        let _one = self.remounting.lock();
+        let was = self.is_read_only();
+        if read_only && !was {
+            self.data.set_atime_mode(AtimeMode::Noatime);
+            self.read_only.store(true, Ordering::Release);
+            if let crate::data::SmallWrite::Lawn(l) = self.data.small() {
+                l.stop_writeback();
+            }
+            self.make_clean();
+            self.store.vol.sync_to_file();
+        } else if !read_only && was {
+            let s = &*self.store;
+            s.vol.store_u64(PmOff::ZERO + SB_STATE_OFF, STATE_DIRTY);
+            s.vol.flush(PmOff::ZERO + SB_STATE_OFF, 8);
+            // Fence: the dirty mark is durable before any change, so a crash from
+            // here on never trusts the saved free list.
+            s.vol.fence();
+            if let crate::data::SmallWrite::Lawn(l) = self.data.small() {
+                if self.opts.lawn_writeback_thread {
+                    l.restart_writeback(self.store.clone());
+                }
+            }
+            self.read_only.store(false, Ordering::Release);
+        }
+        if !read_only {
+            self.data.set_atime_mode(atime);
+        }
         Ok(())
     }
 
@@ -302,21 +377,25 @@ impl Fs {
         uid: u32,
         gid: u32,
     ) -> Result<Attr> {
+        self.writable()?;
         self.ns().mknod(parent, name, mode, rdev, uid, gid)
     }
 
     /// Creates an empty regular file `name` in `parent` (permission bits of `mode`).
     pub fn create(&self, parent: Ino, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
+        self.writable()?;
         self.ns().create(parent, name, mode, uid, gid)
     }
 
     /// Creates an empty directory `name` in `parent`.
     pub fn mkdir(&self, parent: Ino, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
+        self.writable()?;
         self.ns().mkdir(parent, name, mode, uid, gid)
     }
 
     /// Creates a node as `node` describes (umask, or the parent's default ACL).
     pub fn create_node(&self, parent: Ino, name: &[u8], node: &NewNode) -> Result<Attr> {
+        self.writable()?;
         self.ns().create_node(parent, name, node)
     }
 
@@ -329,6 +408,7 @@ impl Fs {
         uid: u32,
         gid: u32,
     ) -> Result<Attr> {
+        self.writable()?;
         // The target's block is a data block: when none is free, files' spares and
         // LAWN's chunks (free to statfs) are given back and the link tried again
         // (a failed symlink changed nothing).
@@ -339,22 +419,26 @@ impl Fs {
     /// Removes the non-directory `name` from `parent` (the inode is freed when its
     /// last link, open handle and frontend reference are gone).
     pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<()> {
+        self.writable()?;
         self.ns().unlink(parent, name)
     }
 
     /// Removes the empty directory `name` from `parent`.
     pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<()> {
+        self.writable()?;
         self.ns().rmdir(parent, name)
     }
 
     /// Adds the hard link `newname` in `newparent` to the non-directory `ino`.
     pub fn link(&self, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
+        self.writable()?;
         self.ns().link(ino, newparent, newname)
     }
 
     /// Renames `on` in `op` to `nn` in `np`, atomically (one journal transaction),
     /// with `RENAME_NOREPLACE` / `RENAME_EXCHANGE` semantics from `flags`.
     pub fn rename(&self, op: Ino, on: &[u8], np: Ino, nn: &[u8], flags: RenameFlags) -> Result<()> {
+        self.writable()?;
         self.ns().rename(op, on, np, nn, flags)
     }
 
@@ -375,11 +459,13 @@ impl Fs {
 
     /// Sets extended attribute `name` (`flags`: `XATTR_CREATE`, `XATTR_REPLACE`).
     pub fn setxattr(&self, ino: Ino, name: &[u8], value: &[u8], flags: i32) -> Result<()> {
+        self.writable()?;
         self.ns().setxattr(ino, name, value, flags)
     }
 
     /// Removes extended attribute `name` (`NoData` when there is none).
     pub fn removexattr(&self, ino: Ino, name: &[u8]) -> Result<()> {
+        self.writable()?;
         self.ns().removexattr(ino, name)
     }
 
@@ -396,6 +482,7 @@ impl Fs {
 
     /// Changes the attributes `req` names; a size change truncates or extends.
     pub fn setattr(&self, ino: Ino, req: &SetAttr) -> Result<Attr> {
+        self.writable()?;
         // Its commit's log page may find even the metadata reserve used up (a
         // shrink's copy of its last page borrows from it): then the spares and
         // LAWN's chunks are given back and the change tried again (a failed setattr
@@ -422,12 +509,14 @@ impl Fs {
     /// Writes `data` at `offset` of `ino`; returns the bytes written. Durable and
     /// atomic on return.
     pub fn write(&self, ino: Ino, offset: u64, data: &[u8]) -> Result<usize> {
+        self.writable()?;
         let inode = self.table.get(ino)?;
         self.data.write(&inode, Some(offset), data).map(|(_, n)| n)
     }
 
     /// O_APPEND: writes at the end of file atomically; returns the offset written at.
     pub fn append(&self, ino: Ino, data: &[u8]) -> Result<u64> {
+        self.writable()?;
         let inode = self.table.get(ino)?;
         self.data.write(&inode, None, data).map(|(off, _)| off)
     }
@@ -441,6 +530,7 @@ impl Fs {
 
     /// `write` through an open handle (no inode-table lookup).
     pub fn handle_write(&self, h: &FileHandle, offset: u64, data: &[u8]) -> Result<usize> {
+        self.writable()?;
         self.data
             .write(&h.inode, Some(offset), data)
             .map(|(_, n)| n)
@@ -449,6 +539,7 @@ impl Fs {
     /// `mode`: 0 or `FALLOC_FL_KEEP_SIZE` (allocate zeroed pages for holes),
     /// `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE` (deallocate).
     pub fn fallocate(&self, ino: Ino, offset: u64, len: u64, mode: i32) -> Result<()> {
+        self.writable()?;
         self.data.fallocate(&self.table, ino, offset, len, mode)
     }
 
@@ -517,6 +608,7 @@ impl Fs {
     /// crash or a remount gives back whatever no commit mapped. Runs in allocation
     /// order; `NoSpace` when the volume cannot hold them.
     pub fn delegate(&self, blocks: u64) -> Result<Vec<(u64, u64)>> {
+        self.writable()?;
         if blocks == 0 {
             return Ok(Vec::new());
         }
@@ -545,6 +637,7 @@ impl Fs {
     /// one log commit (entries, tail), then the replaced blocks are freed. The blocks
     /// are consumed either way: mapped on success, freed on failure.
     pub fn commit_extent(&self, ino: Ino, first: u64, end: u64, runs: &[(u64, u64)]) -> Result<()> {
+        self.writable()?;
         let inode = match self.table.get(ino) {
             Ok(i) => i,
             Err(e) => {
@@ -680,6 +773,12 @@ impl Fs {
             finelog_writes: sw.finelog_writes,
             small_write_fallbacks: sw.fallbacks,
             medium: self.medium.why.clone(),
+            read_only: self.is_read_only(),
+            atime: AtimeMode::ALL
+                .iter()
+                .find(|(_, m)| *m == self.data.atime_mode())
+                .map_or("relatime", |(n, _)| n)
+                .to_string(),
             read_cache_mode: self.opts.read_cache.name().to_string(),
             read_cache_bytes: rc.bytes,
             read_cache_pages: rc.ready,
@@ -953,6 +1052,10 @@ impl FileSystem for Fs {
     #[inline]
     fn statfs(&self) -> StatFs {
         Fs::statfs(self)
+    }
+
+    fn remount(&self, read_only: bool, atime: AtimeMode) -> Result<()> {
+        Fs::remount(self, read_only, atime)
     }
 
     #[inline]

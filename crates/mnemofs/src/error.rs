@@ -51,6 +51,9 @@ pub enum FsError {
     /// The resource is in use (EBUSY).
     #[error("busy")]
     Busy,
+    /// The file system is mounted read-only (EROFS).
+    #[error("read-only file system")]
+    ReadOnly,
     /// Too many symbolic links (ELOOP).
     #[error("too many symbolic links")]
     Loop,
@@ -111,6 +114,7 @@ impl self::FsError {
             FsError::Unsupported(_) => libc::EOPNOTSUPP,
             FsError::Stale(_) => libc::ESTALE,
             FsError::Busy => libc::EBUSY,
+            FsError::ReadOnly => libc::EROFS,
             FsError::Loop => libc::ELOOP,
             FsError::NoData => libc::ENODATA,
             FsError::Range => libc::ERANGE,

@@ -277,6 +277,24 @@ impl AtimeMode {
     pub fn by_name(name: &str) -> Option<AtimeMode> {
         Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, m)| *m)
     }
+
+    /// The mode as one byte (for a mode that changes while mounted).
+    pub(crate) fn to_u8(self) -> u8 {
+        match self {
+            AtimeMode::Relatime => 0,
+            AtimeMode::Noatime => 1,
+            AtimeMode::Strictatime => 2,
+        }
+    }
+
+    /// The mode [`to_u8`](Self::to_u8) gave `v` (relatime for anything else).
+    pub(crate) fn from_u8(v: u8) -> AtimeMode {
+        match v {
+            1 => AtimeMode::Noatime,
+            2 => AtimeMode::Strictatime,
+            _ => AtimeMode::Relatime,
+        }
+    }
 }
 
 /// How sub-page writes reach PM (DESIGN.md §8).
@@ -714,6 +732,10 @@ pub struct FsStats {
     pub small_write_fallbacks: u64,
     /// The medium the mount found, and how (`medium::MediumChoice`).
     pub medium: String,
+    /// Read-only now (a `ro` mount or a remount; `Fs::remount`).
+    pub read_only: bool,
+    /// When reads update atime now (`relatime`, `noatime`, `strictatime`).
+    pub atime: String,
     /// The read cache's mode (`off`, `rcache`: what `auto` became).
     pub read_cache_mode: String,
     /// Its DRAM budget in bytes (0 without one).

@@ -136,8 +136,9 @@ pub(crate) struct DataPlane {
     inval: Arc<Invalidation>,
     counters: Counters,
     times: LazyTimes,
-    /// When reads update atime.
-    atime: AtimeMode,
+    /// When reads update atime ([`AtimeMode::to_u8`]); a remount changes it
+    /// (read-only: noatime).
+    atime: std::sync::atomic::AtomicU8,
     /// The most data writes of one file seen between reserving their log slots and
     /// completing, at once (shows whether a frontend delivers writes to one file in
     /// parallel).
@@ -182,7 +183,7 @@ impl DataPlane {
             inval,
             counters: Counters::default(),
             times: LazyTimes::default(),
-            atime: opts.atime,
+            atime: std::sync::atomic::AtomicU8::new(opts.atime.to_u8()),
             writers_max: AtomicU64::new(0),
             spares: parking_lot::Mutex::new(Vec::new()),
             spares_on: store.space.placement().devices() == 1,
@@ -480,11 +481,12 @@ impl DataPlane {
     /// and under a day old (the index's hint).
     pub fn touch_atime(&self, inode: &Inode, st: Option<&mut InodeState>) {
         const DAY: i64 = 24 * 3600;
-        if self.atime == AtimeMode::Noatime {
+        let mode = self.atime_mode();
+        if mode == AtimeMode::Noatime {
             return;
         }
         let now = Timespec::now();
-        if self.atime == AtimeMode::Relatime {
+        if mode == AtimeMode::Relatime {
             let h = inode.index.atime_hint();
             if h != ATIME_STALE && now.sec.saturating_sub(h) < DAY {
                 return;
@@ -501,7 +503,7 @@ impl DataPlane {
         if st.dead {
             return;
         }
-        let due = match self.atime {
+        let due = match mode {
             AtimeMode::Strictatime => st.atime != now,
             _ => {
                 st.atime <= st.mtime
@@ -517,6 +519,16 @@ impl DataPlane {
         inode
             .index
             .set_atime_hint(if fresh { st.atime.sec } else { ATIME_STALE });
+    }
+
+    /// When reads update atime now.
+    pub fn atime_mode(&self) -> AtimeMode {
+        AtimeMode::from_u8(self.atime.load(Ordering::Relaxed))
+    }
+
+    /// Changes when reads update atime (a remount).
+    pub fn set_atime_mode(&self, mode: AtimeMode) {
+        self.atime.store(mode.to_u8(), Ordering::Relaxed);
     }
 
     /// Logs the attributes of inodes whose times changed only in DRAM (unmount).

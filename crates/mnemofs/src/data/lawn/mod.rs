@@ -169,6 +169,13 @@ impl Lawn {
         }
     }
 
+    /// Starts the write-back thread again after [`stop_writeback`](Self::stop_writeback)
+    /// (a remount back to read-write).
+    pub fn restart_writeback(&self, store: Arc<crate::store::Store>) {
+        self.core.stop.store(false, Ordering::Release);
+        self.start_writeback(store);
+    }
+
     /// Stops the write-back thread and waits for it.
     pub fn stop_writeback(&self) {
         self.core.stop.store(true, Ordering::Release);
