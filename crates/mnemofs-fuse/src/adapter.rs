@@ -313,10 +313,10 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
             | InitFlags::FUSE_EXPORT_SUPPORT
             | InitFlags::FUSE_POSIX_ACL
             | InitFlags::FUSE_DONT_MASK;
-        if self.opts.direct_io {
-            // Shared mmap of files opened with FOPEN_DIRECT_IO (Linux 6.6+).
-            wanted |= InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP;
-        }
+        // Shared mmap of files opened with FOPEN_DIRECT_IO (Linux 6.6+): every
+        // open of the direct-I/O mode, and read-only opens under strictatime in
+        // any mode.
+        wanted |= InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP;
         let _ = config.add_capabilities(wanted & config.capabilities());
         Ok(())
     }
@@ -492,12 +492,30 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let _busy = crate::inflight::enter("open", ino.0);
+        let read_only = flags.0 & libc::O_ACCMODE == libc::O_RDONLY;
         match self.fs.open(ino.0) {
+            // strictatime: every read updates atime, so every read of a read-only
+            // open reaches the engine (the kernel never updates a FUSE file's
+            // atime itself).
+            Ok(()) if read_only && self.fs.atime_mode() == mnemofs::AtimeMode::Strictatime => reply
+                .opened(
+                    self.new_fh(flags.0),
+                    FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES,
+                ),
             Ok(()) if self.cached_open(flags.0) => {
                 // The page cache, kept across opens: every cached page came through
                 // a READ of such a handle, and every write since invalidates it.
+                // Unless a read would update atime now (relatime: atime not newer
+                // than mtime or ctime, or a day old): then the kernel drops the
+                // file's cached pages at this open, so its first read reaches the
+                // engine and updates atime; later opens keep the cache again.
                 let fh = FileHandle(self.new_fh(flags.0).0 | FH_CACHED);
-                reply.opened(fh, FopenFlags::FOPEN_KEEP_CACHE)
+                let keep = if self.fs.atime_due(ino.0) {
+                    FopenFlags::empty()
+                } else {
+                    FopenFlags::FOPEN_KEEP_CACHE
+                };
+                reply.opened(fh, keep)
             }
             Ok(()) => reply.opened(self.new_fh(flags.0), self.open_flags()),
             Err(e) => reply.error(errno(&e)),

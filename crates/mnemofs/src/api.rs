@@ -246,6 +246,20 @@ pub trait FileSystem: Send + Sync {
     /// Space and inode totals for `statfs(2)`.
     fn statfs(&self) -> StatFs;
 
+    /// When reads update atime now. The default, `Noatime`, is for an
+    /// implementation that keeps no access times.
+    fn atime_mode(&self) -> crate::AtimeMode {
+        crate::AtimeMode::Noatime
+    }
+
+    /// Whether a read of `ino` now would update its atime (the mode and, under
+    /// `relatime`, its times say so). A frontend with a page cache lets such a
+    /// read reach the implementation.
+    fn atime_due(&self, ino: Ino) -> bool {
+        let _ = ino;
+        false
+    }
+
     /// A remount changed the mount's flags: read-only (every change refused,
     /// nothing written) or read-write, and when reads update atime. The default
     /// says the implementation cannot switch (`Unsupported`): the kernel's flags

@@ -1058,6 +1058,16 @@ impl FileSystem for Fs {
         Fs::remount(self, read_only, atime)
     }
 
+    fn atime_mode(&self) -> AtimeMode {
+        self.data.atime_mode()
+    }
+
+    fn atime_due(&self, ino: Ino) -> bool {
+        self.table
+            .get(ino)
+            .is_ok_and(|inode| self.data.atime_due(&inode))
+    }
+
     #[inline]
     fn stats(&self) -> FsStats {
         Fs::stats(self)

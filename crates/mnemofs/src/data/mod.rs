@@ -503,15 +503,7 @@ impl DataPlane {
         if st.dead {
             return;
         }
-        let due = match mode {
-            AtimeMode::Strictatime => st.atime != now,
-            _ => {
-                st.atime <= st.mtime
-                    || st.atime <= st.ctime
-                    || now.sec.saturating_sub(st.atime.sec) >= DAY
-            }
-        };
-        if due {
+        if Self::due(mode, st, now) {
             st.atime = now;
             self.times_changed(inode);
         }
@@ -519,6 +511,40 @@ impl DataPlane {
         inode
             .index
             .set_atime_hint(if fresh { st.atime.sec } else { ATIME_STALE });
+    }
+
+    /// Whether a read at `now` updates the atime of a file in state `st` under
+    /// `mode`.
+    fn due(mode: AtimeMode, st: &InodeState, now: Timespec) -> bool {
+        const DAY: i64 = 24 * 3600;
+        match mode {
+            AtimeMode::Noatime => false,
+            AtimeMode::Strictatime => st.atime != now,
+            AtimeMode::Relatime => {
+                st.atime <= st.mtime
+                    || st.atime <= st.ctime
+                    || now.sec.saturating_sub(st.atime.sec) >= DAY
+            }
+        }
+    }
+
+    /// Whether a read of `inode` now would update its atime.
+    pub fn atime_due(&self, inode: &Inode) -> bool {
+        let mode = self.atime_mode();
+        match mode {
+            AtimeMode::Noatime => false,
+            AtimeMode::Strictatime => true,
+            AtimeMode::Relatime => {
+                let now = Timespec::now();
+                // The same lock-free test as touch_atime's.
+                let h = inode.index.atime_hint();
+                if h != ATIME_STALE && now.sec.saturating_sub(h) < 24 * 3600 {
+                    return false;
+                }
+                let st = inode.state.lock();
+                !st.dead && Self::due(mode, &st, now)
+            }
+        }
     }
 
     /// When reads update atime now.
