@@ -104,6 +104,11 @@ pub struct MnemoFuse<E: FileSystem = Fs> {
     /// not the flags remembered at open, decide whether a write appends (so that
     /// `fcntl(F_SETFL, O_APPEND)` is honoured).
     write_flags_known: bool,
+    /// The kernel took `FUSE_HANDLE_KILLPRIV_V2`: it leaves clearing set-user-ID
+    /// and set-group-ID on write, truncate, fallocate and chown to the adapter
+    /// (which applies Linux's VFS rules; without it the kernel applies an older
+    /// rule that keeps set-group-ID for a writer outside the file's group).
+    killpriv_v2: bool,
 }
 
 impl<E: FileSystem> std::fmt::Debug for MnemoFuse<E> {
@@ -123,6 +128,7 @@ impl<E: FileSystem> MnemoFuse<E> {
             next_fh: AtomicU64::new(1),
             cache: Arc::new(PageCacheTracker::default()),
             write_flags_known: false,
+            killpriv_v2: false,
         }
     }
 
@@ -249,6 +255,22 @@ pub fn setid_killed(mode: u32, in_group: bool) -> u32 {
     m
 }
 
+/// The permission bits a chown leaves of `mode` (Linux's `chown_common` and
+/// `setattr_should_drop_sgid`): a non-directory loses set-user-ID always, and
+/// set-group-ID when group-exec is set or the caller is neither in the file's group
+/// (`in_group`) nor has CAP_FSETID (`fsetid`); a directory keeps both.
+pub fn chown_kept(mode: u32, in_group: bool, fsetid: bool) -> u32 {
+    let mut m = mode & 0o7777;
+    if mode & libc::S_IFMT == libc::S_IFDIR {
+        return m;
+    }
+    m &= !libc::S_ISUID;
+    if m & libc::S_IXGRP != 0 || !(in_group || fsetid) {
+        m &= !libc::S_ISGID;
+    }
+    m
+}
+
 /// Whether the process of `req` is in group `gid`: its fsgid, or one of its
 /// supplementary groups (from /proc; the fsgid alone when that is gone).
 fn in_group(req: &Request, gid: u32) -> bool {
@@ -317,7 +339,12 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         // open of the direct-I/O mode, and read-only opens under strictatime in
         // any mode.
         wanted |= InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP;
-        let _ = config.add_capabilities(wanted & config.capabilities());
+        // FUSE_HANDLE_KILLPRIV_V2: the set-id bits are cleared here, by the VFS's
+        // rules (`kill_setid`, `chown_kept`), not by the kernel's FUSE code.
+        wanted |= InitFlags::FUSE_HANDLE_KILLPRIV_V2;
+        let granted = wanted & config.capabilities();
+        self.killpriv_v2 = granted.contains(InitFlags::FUSE_HANDLE_KILLPRIV_V2);
+        let _ = config.add_capabilities(granted);
         Ok(())
     }
 
@@ -348,7 +375,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -365,10 +392,40 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         reply: ReplyAttr,
     ) {
         let _busy = crate::inflight::enter("setattr", ino.0);
+        let mut mode = mode.map(|m| m & 0o7777);
+        if self.killpriv_v2 && mode.is_none() {
+            // The set-id bits this change clears (the kernel leaves it to us): a
+            // truncate by a caller without CAP_FSETID as a write does; a chown
+            // (a change of owner or group; or a request that changes nothing the
+            // kernel names, which is chown(-1, -1) or the kernel's own "remove
+            // privileges" — the same rules for a caller without CAP_FSETID) by
+            // chown's rules.
+            let chown = uid.is_some()
+                || gid.is_some()
+                || (size.is_none() && atime.is_none() && mtime.is_none());
+            if size.is_some() || chown {
+                match self.fs.getattr(ino.0) {
+                    Ok(a) if a.mode & (libc::S_ISUID | libc::S_ISGID) != 0 => {
+                        let keep = if chown {
+                            chown_kept(a.mode, in_group(req, a.gid), has_fsetid(req))
+                        } else if has_fsetid(req) {
+                            a.mode & 0o7777
+                        } else {
+                            setid_killed(a.mode, in_group(req, a.gid))
+                        };
+                        if keep != a.mode & 0o7777 {
+                            mode = Some(keep);
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => return reply.error(errno(&e)),
+                }
+            }
+        }
         // A truncate through a file handle (ftruncate) is the same as by inode: an
         // open file stays pinned in the engine even after its last unlink.
         let req = SetAttr {
-            mode: mode.map(|m| m & 0o7777),
+            mode,
             uid,
             gid,
             size,
@@ -565,10 +622,10 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         reply: ReplyWrite,
     ) {
         let _busy = crate::inflight::enter("write", ino.0);
-        // A writer without CAP_FSETID (the kernel says so with this flag, in the
-        // direct-I/O mode; with the page cache it changes the mode itself) clears
-        // set-user-ID, and set-group-ID when group-exec is set, as Linux file
-        // systems do, before its data lands.
+        // A writer without CAP_FSETID (the kernel says so with this flag: always
+        // under killpriv v2, and in the direct-I/O mode) clears set-user-ID, and
+        // set-group-ID when group-exec is set or it is not in the file's group, as
+        // Linux file systems do, before its data lands.
         if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
             match self.kill_setid(req, ino.0) {
                 // The kernel keeps the mode it cached; `stat` right after this
@@ -890,7 +947,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
 
     fn fallocate(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -899,6 +956,15 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         reply: ReplyEmpty,
     ) {
         let _busy = crate::inflight::enter("fallocate", ino.0);
+        // fallocate changes the file as a write does: a caller without CAP_FSETID
+        // clears its set-id bits (the kernel leaves it to us under killpriv v2).
+        if self.killpriv_v2 && !has_fsetid(req) {
+            match self.kill_setid(req, ino.0) {
+                Ok(true) => self.cache.attributes_changed(ino.0),
+                Ok(false) => {}
+                Err(e) => return reply.error(errno(&e)),
+            }
+        }
         let r = self.fs.fallocate(ino.0, offset, length, mode);
         if r.is_ok() {
             self.cache.changed(ino.0);
@@ -919,5 +985,20 @@ mod tests {
         assert_eq!(setid_killed(0o6745, true), 0o2745);
         assert_eq!(setid_killed(0o6745, false), 0o745);
         assert_eq!(setid_killed(0o1777, false), 0o1777);
+    }
+
+    #[test]
+    fn setid_bits_a_chown_clears() {
+        let reg = libc::S_IFREG;
+        // Set-user-ID goes even for a caller with CAP_FSETID.
+        assert_eq!(chown_kept(reg | 0o4755, true, true), 0o755);
+        // Set-group-ID with group-exec goes; without it, only for a caller
+        // neither in the group nor privileged.
+        assert_eq!(chown_kept(reg | 0o2755, true, true), 0o755);
+        assert_eq!(chown_kept(reg | 0o2745, true, false), 0o2745);
+        assert_eq!(chown_kept(reg | 0o2745, false, true), 0o2745);
+        assert_eq!(chown_kept(reg | 0o2745, false, false), 0o745);
+        // A directory keeps both.
+        assert_eq!(chown_kept(libc::S_IFDIR | 0o6755, false, false), 0o6755);
     }
 }
