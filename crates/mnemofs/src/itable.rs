@@ -137,11 +137,9 @@ impl InodeTable {
     /// placement's order for the calling thread: its own node's first), then on any
     /// other; on each, the calling CPU's share first.
     pub fn alloc_ino(&self, devices: &[usize]) -> Result<Ino> {
-        // SAFETY: sched_getcpu has no preconditions.
-        let c = unsafe { libc::sched_getcpu() };
         let cpus = (self.geo.cpus as usize).max(1);
         let ndev = self.free.len() / cpus;
-        let first = if c < 0 { 0 } else { c as usize % cpus };
+        let first = crate::space::thread_cpu().map_or(0, |c| c % cpus);
         let mut tried = 0u64;
         for d in devices.iter().copied().chain(0..ndev) {
             if d >= ndev || tried & (1 << d) != 0 {

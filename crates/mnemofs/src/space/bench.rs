@@ -7,6 +7,10 @@
 
 use super::Extents;
 
+/// Forces the CPU index the calling thread's per-CPU choices use (tests on a
+/// machine with fewer CPUs than the image's ranges).
+pub use super::set_thread_cpu;
+
 /// The runs of one allocation, `(first block, length)`, in the order taken.
 pub type AllocRuns = super::Runs;
 

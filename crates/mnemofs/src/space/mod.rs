@@ -3,8 +3,14 @@
 //! The data area is split into one contiguous range per CPU ([`placement`]); each
 //! range keeps its free extents under its own lock, so threads on different CPUs
 //! allocate without contention. An allocation that its CPU cannot satisfy takes from
-//! the other CPUs. A small reserve is kept for log pages so that metadata operations
-//! that free space (unlink, truncate) still work on a full device.
+//! the other CPUs: ENOSPC only when the ranges together, the threads' magazines
+//! and (through the caller's reclaim) files' spares and LAWN's chunks cannot hold
+//! it. A small reserve is kept for log pages so that metadata operations that free
+//! space (unlink, truncate) still work on a full device; and a data allocation
+//! leaves the log pages that the entries mapping its runs need (one entry per run:
+//! free space scattered in single blocks costs a page of entries per 63 blocks),
+//! which [`Space::available`] counts out too, so that one allocation of all that
+//! `statfs` reports available succeeds.
 //!
 //! Nothing scans: each range indexes its extents twice, by start (to coalesce a
 //! freed run with its neighbours) and by length (an allocation of `n` takes the
@@ -14,7 +20,7 @@
 //! and touch neither tree.
 
 use crate::error::{FsError, Result};
-use crate::format::Geometry;
+use crate::format::{Geometry, LOG_DATA, UNIT};
 pub(crate) use placement::Placement;
 
 #[doc(hidden)]
@@ -30,6 +36,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Blocks only log (metadata) allocations may use.
 const META_RESERVE_MAX: u64 = 256;
+
+/// One-unit log entries a log page holds: the Write entries mapping as many runs.
+const ENTRIES_PER_PAGE: u64 = LOG_DATA / UNIT;
+
+/// Log pages the entries mapping `runs` runs of one allocation may need: a page per
+/// [`ENTRIES_PER_PAGE`] of them, one for the part of the log's tail page they do
+/// not fill and the commit's other entries (a size change), and one for the runs
+/// that LAWN chunks given back on demand add (`statfs` counts those free).
+fn map_pages(runs: u64) -> u64 {
+    runs.div_ceil(ENTRIES_PER_PAGE).saturating_add(2)
+}
 
 /// Freed single blocks a range keeps outside its trees (taken first by one-block
 /// allocations; a full stack sends frees to the trees, where they coalesce).
@@ -67,6 +84,33 @@ thread_local! {
     /// The calling thread's magazines, by allocator number.
     static MAGS: std::cell::RefCell<Vec<(u64, std::sync::Arc<CachePadded<Mag>>)>> =
         const { std::cell::RefCell::new(Vec::new()) };
+    /// The CPU index the calling thread's per-CPU choices use in place of its CPU's
+    /// ([`set_thread_cpu`]; `usize::MAX`: none).
+    static FORCED_CPU: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+}
+
+/// Makes the calling thread choose its per-CPU structures (the allocator's range,
+/// the inode table's free list) as if it ran on CPU `cpu` (`Some`), or by the CPU it
+/// runs on (`None`), so that one small machine spreads threads over every per-CPU
+/// range as a large one does. Tests and benchmarks only; not a stable API.
+#[doc(hidden)]
+pub fn set_thread_cpu(cpu: Option<usize>) {
+    // (`usize::MAX` itself means none: it names no CPU.)
+    let _ = FORCED_CPU.try_with(|c| c.set(cpu.unwrap_or(usize::MAX)));
+}
+
+/// The CPU whose per-CPU structures the calling thread uses first: its
+/// [`set_thread_cpu`] override, else the CPU it runs on (`None` when unknown).
+/// Callers reduce it modulo their number of structures.
+#[inline]
+pub(crate) fn thread_cpu() -> Option<usize> {
+    let forced = FORCED_CPU.try_with(|c| c.get()).unwrap_or(usize::MAX);
+    if forced != usize::MAX {
+        return Some(forced);
+    }
+    // SAFETY: sched_getcpu takes no arguments and touches no memory of ours.
+    let c = unsafe { libc::sched_getcpu() };
+    usize::try_from(c).ok()
 }
 
 pub(crate) struct Space {
@@ -74,7 +118,7 @@ pub(crate) struct Space {
     placement: Placement,
     /// One allocator per range ([`Placement`]: per device, per CPU), each on lines
     /// of its own.
-    cpus: Vec<CachePadded<Mutex<Extents>>>,
+    cpus: Vec<CachePadded<Range>>,
     /// Free blocks in the ranges (claimed before they are taken).
     free: CachePadded<AtomicU64>,
     /// Free blocks of each device. A device at 0 is "fat" (MBS-LVM): allocations
@@ -98,6 +142,55 @@ pub(crate) type Run = (u64, u64);
 /// write's), no heap allocation.
 pub(crate) type Runs = smallvec::SmallVec<[Run; 2]>;
 
+/// One range's allocator: its extents, and how many there are for readers that do
+/// not take the lock.
+#[derive(Default)]
+struct Range {
+    ext: Mutex<Extents>,
+    /// `ext.runs()`, stored by whoever holds `ext` after each change it makes (on
+    /// the line it already owns), read without the lock by [`Space::available`] and
+    /// by an allocation of nearly all the free space.
+    runs: AtomicU64,
+}
+
+impl Range {
+    /// Locks the extents; their count is stored when the guard goes.
+    #[inline]
+    fn lock(&self) -> RangeGuard<'_> {
+        RangeGuard {
+            ext: self.ext.lock(),
+            runs: &self.runs,
+        }
+    }
+}
+
+/// A locked range that publishes its extent count on unlock.
+struct RangeGuard<'a> {
+    ext: parking_lot::MutexGuard<'a, Extents>,
+    runs: &'a AtomicU64,
+}
+
+impl std::ops::Deref for RangeGuard<'_> {
+    type Target = Extents;
+    fn deref(&self) -> &Extents {
+        &self.ext
+    }
+}
+
+impl std::ops::DerefMut for RangeGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Extents {
+        &mut self.ext
+    }
+}
+
+impl Drop for RangeGuard<'_> {
+    fn drop(&mut self) {
+        // (Relaxed: a hint for sizing the log pages to keep; the lock orders the
+        // extents themselves.)
+        self.runs.store(self.ext.runs(), Ordering::Relaxed);
+    }
+}
+
 /// The free blocks of one range.
 #[derive(Default)]
 struct Extents {
@@ -112,6 +205,12 @@ struct Extents {
 impl Extents {
     fn blocks(&self) -> u64 {
         self.by_start.values().sum::<u64>() + self.singles.len() as u64
+    }
+
+    /// Free runs: extents in the trees and single blocks (each a run an allocation
+    /// may take, and an entry to map it).
+    fn runs(&self) -> u64 {
+        (self.by_start.len() as u64).saturating_add(self.singles.len() as u64)
     }
 
     fn remove(&mut self, s: u64, l: u64) {
@@ -204,7 +303,7 @@ impl Space {
         Space {
             geo,
             cpus: (0..placement.ranges())
-                .map(|_| CachePadded::new(Mutex::new(Extents::default())))
+                .map(|_| CachePadded::new(Range::default()))
                 .collect(),
             free: CachePadded::new(AtomicU64::new(0)),
             dev_free: (0..placement.devices())
@@ -411,24 +510,63 @@ impl Space {
 
     /// Free blocks: in the ranges and in the threads' magazines.
     pub fn free_blocks(&self) -> u64 {
-        let mags: u64 = if self.dev_free.len() == 1 {
-            self.mags
-                .lock()
-                .iter()
-                .map(|g| {
-                    g.len.load(Ordering::Relaxed)
-                        + u64::from(g.pending.load(Ordering::Relaxed) != 0)
-                })
-                .sum()
-        } else {
-            0
-        };
-        self.free.load(Ordering::Relaxed) + mags
+        self.free
+            .load(Ordering::Relaxed)
+            .saturating_add(self.mag_count())
     }
 
-    /// Blocks that data writes may still take (free minus the metadata reserve).
+    /// Blocks that data writes may still take, in one allocation or several: free
+    /// minus the metadata reserve, or minus the log pages that entries mapping
+    /// every free run would need where that is more ([`Space::data_floor`]). The
+    /// files' spares are counted as runs (a write that finds no space takes them
+    /// back, each a run of its own), not as blocks (`statfs` adds those).
     pub fn available(&self) -> u64 {
-        self.free_blocks().saturating_sub(self.reserve)
+        let mags = self.mag_count();
+        let free = self.free.load(Ordering::Relaxed).saturating_add(mags);
+        let spares = self.spares();
+        // No more runs than blocks: no need to count them while even one run per
+        // block fits the reserve.
+        let floor = if map_pages(free.saturating_add(spares)) <= self.reserve {
+            self.reserve
+        } else {
+            let runs = self.range_runs().saturating_add(mags);
+            self.reserve.max(map_pages(runs.saturating_add(spares)))
+        };
+        free.saturating_sub(floor)
+    }
+
+    /// Free runs in the ranges, read without their locks.
+    fn range_runs(&self) -> u64 {
+        self.cpus.iter().fold(0u64, |n, r| {
+            n.saturating_add(r.runs.load(Ordering::Relaxed))
+        })
+    }
+
+    /// Blocks in the threads' magazines (their pending blocks included).
+    fn mag_count(&self) -> u64 {
+        if self.dev_free.len() != 1 {
+            return 0;
+        }
+        self.mags.lock().iter().fold(0u64, |n, g| {
+            n.saturating_add(g.len.load(Ordering::Relaxed))
+                .saturating_add(u64::from(g.pending.load(Ordering::Relaxed) != 0))
+        })
+    }
+
+    /// The free blocks a data allocation of `n` blocks must leave: the metadata
+    /// reserve, or the log pages that the entries mapping its runs need where that
+    /// is more (its runs are at most `n`, and at most the free runs there are).
+    /// Counts runs only for an allocation of more than a reserve's worth of
+    /// entries (a fallocate of most of the free space), not on the write path.
+    #[inline]
+    fn data_floor(&self, n: u64) -> u64 {
+        if map_pages(n) <= self.reserve {
+            return self.reserve;
+        }
+        // (The blocks in magazines go back to the ranges before a retry, each a
+        // run of its own.)
+        let runs = self.range_runs().saturating_add(self.mag_count());
+        self.reserve.max(map_pages(n.min(runs)))
     }
 
     /// Free blocks of each CPU's ranges (summed over the devices).
@@ -436,7 +574,7 @@ impl Space {
         let per = self.placement.per_dev();
         let mut v = vec![0u64; per];
         for (r, m) in self.cpus.iter().enumerate() {
-            v[r % per] += m.lock().blocks();
+            v[r % per] += m.ext.lock().blocks();
         }
         v
     }
@@ -446,7 +584,7 @@ impl Space {
     pub fn extents(&self) -> Vec<Run> {
         let mut v: Vec<Run> = Vec::new();
         for m in &self.cpus {
-            let m = m.lock();
+            let m = m.ext.lock();
             v.extend(m.by_start.iter().map(|(&s, &l)| (s, l)));
             v.extend(m.singles.iter().map(|&b| (b, 1)));
         }
@@ -463,13 +601,7 @@ impl Space {
     }
 
     fn current_cpu(&self) -> usize {
-        // SAFETY: sched_getcpu has no preconditions.
-        let c = unsafe { libc::sched_getcpu() };
-        if c < 0 {
-            0
-        } else {
-            c as usize % self.placement.per_dev()
-        }
+        thread_cpu().map_or(0, |c| c % self.placement.per_dev())
     }
 
     /// Calls `f` with the ranges an allocation for a thread of `node` tries, in
@@ -572,7 +704,7 @@ impl Space {
         if n == 0 {
             return Ok(Runs::new());
         }
-        let floor = if meta { 0 } else { self.reserve };
+        let floor = if meta { 0 } else { self.data_floor(n) };
         // Claim the count first so concurrent allocators cannot overdraw.
         if !self.claim(n, floor) {
             return Err(FsError::NoSpace);
@@ -588,19 +720,50 @@ impl Space {
             if need < before {
                 self.taken(r, before - need);
             }
+            #[cfg(test)]
+            tests::after_range(r);
             need == 0
         });
         if need > 0 {
+            // The claimed blocks are in the ranges, but the pass, one range at a
+            // time, missed some: freed into a range it had passed while others took
+            // from ranges ahead of it. Every range held at once sees them.
+            need = self.take_all_locked(need, &mut runs);
+        }
+        if need > 0 {
             // The counter said there was room, so the lists must have it; give back
-            // what we took rather than corrupt the accounting.
+            // what we took rather than corrupt the accounting (to the ranges: a
+            // magazine refill holds the thread's magazine).
             for (s, l) in runs {
-                self.free_run(s, l);
+                self.free_shared(s, l);
             }
             self.free.fetch_add(need, Ordering::AcqRel);
             contention::rmw(1);
             return Err(FsError::NoSpace);
         }
         Ok(runs)
+    }
+
+    /// Takes up to `need` blocks into `runs` with every range locked at once, in
+    /// index order (no deadlock: everyone else holds at most one range's lock at a
+    /// time, and takes none while holding it). Blocks claimed from the free count
+    /// are all in the ranges then: nobody can take them or move them meanwhile.
+    /// Returns how many are still needed (0 unless the accounting is broken).
+    #[cold]
+    fn take_all_locked(&self, mut need: u64, runs: &mut Runs) -> u64 {
+        contention::rmw(self.cpus.len() as u64);
+        let mut all: Vec<RangeGuard<'_>> = self.cpus.iter().map(|r| r.lock()).collect();
+        for (r, m) in all.iter_mut().enumerate() {
+            let before = need;
+            need = m.take_into(need, runs);
+            if need < before {
+                self.taken(r, before - need);
+            }
+            if need == 0 {
+                break;
+            }
+        }
+        need
     }
 
     /// Allocates `n` contiguous blocks that data writes may take (not the metadata
@@ -695,6 +858,91 @@ impl Space {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+
+    type Hook = Box<dyn FnMut(usize)>;
+
+    thread_local! {
+        /// What runs after an allocation's pass has visited a range, on the
+        /// allocating thread (once: it is taken out to run): another thread's frees
+        /// and allocations, at a chosen point of the pass.
+        static AFTER_RANGE: std::cell::RefCell<Option<Hook>> =
+            const { std::cell::RefCell::new(None) };
+    }
+
+    pub(super) fn after_range(r: usize) {
+        if let Some(mut f) = AFTER_RANGE.with(|h| h.borrow_mut().take()) {
+            f(r);
+        }
+    }
+
+    /// An allocation's pass visits one range at a time. Blocks freed into a range
+    /// it has passed, while another allocation takes those ahead of it, are still
+    /// there to take: the claim said so, and ENOSPC would be a lie.
+    #[test]
+    fn blocks_freed_behind_the_pass_are_found() {
+        let g = Geometry::compute(64 << 20, 16, 0).unwrap();
+        let s = Arc::new(Space::empty(g));
+        let (r0, _) = s.placement.range(0);
+        let (r1, _) = s.placement.range(1);
+        // Two free blocks in range 1; two of range 0 held by "another thread".
+        s.free_shared(r0, 2);
+        s.free_shared(r1, 2);
+        set_thread_cpu(Some(0));
+        let held = s.alloc(2, true).unwrap();
+        assert_eq!(held.to_vec(), vec![(r0, 2)]);
+        // The other thread, while our pass is past range 0: frees its two blocks
+        // there, then allocates two as a thread of CPU 1 (range 1's).
+        let other = s.clone();
+        AFTER_RANGE.with(|h| {
+            *h.borrow_mut() = Some(Box::new(move |r| {
+                assert_eq!(r, 0);
+                other.free_runs(&held);
+                set_thread_cpu(Some(1));
+                let took = other.alloc(2, true).unwrap();
+                set_thread_cpu(Some(0));
+                assert_eq!(took.to_vec(), vec![(r1, 2)]);
+            }))
+        });
+        let got = s.alloc(2, true);
+        set_thread_cpu(None);
+        assert_eq!(got.unwrap().to_vec(), vec![(r0, 2)]);
+        assert_eq!(s.free_blocks(), 0);
+    }
+
+    /// Free space scattered in single blocks: each run an allocation takes costs a
+    /// log entry to map, 63 to a log page. A data allocation leaves those pages,
+    /// and `available` counts them out, so that one allocation of all of it
+    /// succeeds and the pages to map it are still there.
+    #[test]
+    fn a_data_allocation_leaves_the_log_pages_that_map_its_runs() {
+        let g = Geometry::compute(256 << 20, 16, 0).unwrap();
+        let s = Space::empty(g);
+        let n = g.data_blocks() / 2;
+        for i in 0..n {
+            s.free_shared(g.data_start + 2 * i, 1);
+        }
+        assert_eq!(s.free_blocks(), n);
+        let pages = n.div_ceil(ENTRIES_PER_PAGE) + 2;
+        assert!(pages > s.reserve, "{n} runs need more than the reserve");
+        let avail = s.available();
+        assert_eq!(avail, n - pages);
+        // Not all but the reserve: the claim leaves the pages its runs need.
+        assert!(matches!(
+            s.alloc(n - s.reserve, false),
+            Err(FsError::NoSpace)
+        ));
+        assert_eq!(s.free_blocks(), n);
+        let runs = s.alloc(avail, false).unwrap();
+        assert_eq!(runs.len() as u64, avail);
+        assert_eq!(s.free_blocks(), pages);
+        for _ in 0..(avail.div_ceil(ENTRIES_PER_PAGE) + 1) {
+            s.alloc_one(true).unwrap();
+        }
+        // A small allocation still needs no more than the reserve.
+        s.free_runs(&runs[..runs.len() - 300]);
+        assert!(s.alloc(20, false).is_ok());
+    }
 
     fn geo() -> Geometry {
         Geometry::compute(64 << 20, 2, 0).unwrap()
