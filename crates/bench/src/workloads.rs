@@ -23,6 +23,10 @@ const WHOLE_IO: u64 = MIB;
 /// A log file (webproxy, webserver, oltp, dwal) is truncated to 0 when it reaches
 /// this size, so that long runs do not fill the image.
 pub const LOG_LIMIT: u64 = 64 * MIB;
+/// The per-thread log of the file-set workloads (fileserver, varmail, webproxy,
+/// webserver) is truncated at this size, which [`image_size_for`] budgets per
+/// thread (at `LOG_LIMIT` sixteen threads' logs outgrew the image).
+pub const FLOW_LOG_LIMIT: u64 = 16 * MIB;
 /// OLTP log writes.
 pub const OLTP_LOG_IO: u64 = 256 << 10;
 
@@ -126,7 +130,7 @@ pub fn image_size_for(w: Workload, p: &Params, threads: usize) -> u64 {
         Workload::FileServer | Workload::VarMail | Workload::WebProxy | Workload::WebServer => {
             // Appended files grow; logs are capped per thread.
             let per_thread = files_per_thread(p.files, threads);
-            t * per_thread * (p.file_size + 4 * p.io_size) + t * LOG_LIMIT.min(16 * MIB)
+            t * per_thread * (p.file_size + 4 * p.io_size) + t * FLOW_LOG_LIMIT
         }
         Workload::Oltp => p.files.max(1) * p.file_size + LOG_LIMIT,
         Workload::SmallFiles => t * (p.files + 1) * p.file_size.div_ceil(4096) * 4096,
@@ -581,7 +585,7 @@ impl Flow {
                 let ino = *ino;
                 fs.append(ino, &self.whole[..n as usize])?;
                 *size += n;
-                if *size >= LOG_LIMIT {
+                if *size >= FLOW_LOG_LIMIT {
                     *size = 0;
                     truncate(fs, ino)?;
                 }
