@@ -5,12 +5,12 @@ use crate::convert::{errno, file_attr, file_type, rename_flags, time_or_now, to_
 use crate::pagecache::PageCacheTracker;
 use fuser::{
     AccessFlags, BsdFileFlags, Errno, FileHandle, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, LockOwner, OpenFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
-    WriteFlags,
+    IoctlFlags, KernelConfig, LockOwner, OpenFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite,
+    ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use mnemofs::acl::{ACL_ACCESS, XATTR_ACL_KILL_SGID};
-use mnemofs::{Attr, FileSystem, Fs, NewNode, SetAttr, ROOT_INO};
+use mnemofs::{inode_flags, Attr, FileSystem, Fs, NewNode, SetAttr, ROOT_INO};
 use std::cell::RefCell;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -550,6 +550,18 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let _busy = crate::inflight::enter("open", ino.0);
         let read_only = flags.0 & libc::O_ACCMODE == libc::O_RDONLY;
+        if !read_only {
+            // Linux's may_open: no writer of an immutable file, and only appenders
+            // of an append-only one (the kernel leaves a FUSE file's flags to us).
+            match self.fs.inode_flags(ino.0) {
+                Ok(f) if f & inode_flags::IMMUTABLE != 0 => return reply.error(Errno::EPERM),
+                Ok(f) if f & inode_flags::APPEND != 0 && flags.0 & libc::O_APPEND == 0 => {
+                    return reply.error(Errno::EPERM)
+                }
+                Ok(_) => {}
+                Err(e) => return reply.error(errno(&e)),
+            }
+        }
         match self.fs.open(ino.0) {
             // strictatime: every read updates atime, so every read of a read-only
             // open reaches the engine (the kernel never updates a FUSE file's
@@ -943,6 +955,24 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
             self.new_fh(flags),
             self.open_flags(),
         );
+    }
+
+    fn ioctl(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: IoctlFlags,
+        cmd: u32,
+        in_data: &[u8],
+        out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        let _busy = crate::inflight::enter("ioctl", ino.0);
+        match crate::ioctl::serve(&*self.fs, ino.0, cmd, in_data, out_size) {
+            Ok(out) => reply.ioctl(0, &out),
+            Err(e) => reply.error(e),
+        }
     }
 
     fn fallocate(

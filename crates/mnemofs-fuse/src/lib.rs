@@ -7,6 +7,7 @@
 mod adapter;
 mod convert;
 pub mod inflight;
+pub mod ioctl;
 pub mod mountpoint;
 pub mod pagecache;
 pub mod remount;

@@ -246,6 +246,22 @@ pub trait FileSystem: Send + Sync {
     /// Space and inode totals for `statfs(2)`.
     fn statfs(&self) -> StatFs;
 
+    /// The inode flags of `ino` (`FS_IOC_GETFLAGS`; [`crate::inode_flags`]). The
+    /// default: none.
+    fn inode_flags(&self, ino: Ino) -> Result<u32> {
+        self.getattr(ino).map(|_| 0)
+    }
+
+    /// Sets the inode flags of `ino` (`FS_IOC_SETFLAGS`). The default keeps no
+    /// flags: `Unsupported` for any but none.
+    fn set_inode_flags(&self, ino: Ino, flags: u32) -> Result<()> {
+        self.getattr(ino)?;
+        if flags == 0 {
+            return Ok(());
+        }
+        Err(crate::FsError::Unsupported("inode flags"))
+    }
+
     /// When reads update atime now. The default, `Noatime`, is for an
     /// implementation that keeps no access times.
     fn atime_mode(&self) -> crate::AtimeMode {

@@ -63,6 +63,17 @@ pub struct Fs {
     remounting: Mutex<()>,
 }
 
+/// EPERM for a write to an immutable file, or to an append-only one other than an
+/// append (Linux refuses such opens; the engine refuses the writes).
+#[inline]
+fn may_write(inode: &Inode, append: bool) -> Result<()> {
+    let f = inode.index.inode_flags();
+    if f & inode_flags::IMMUTABLE != 0 || (f & inode_flags::APPEND != 0 && !append) {
+        return Err(FsError::NotPermitted);
+    }
+    Ok(())
+}
+
 /// Mounts the image at `path`, running recovery if it was not cleanly unmounted.
 pub fn mount(path: &Path, opts: &MountOptions) -> Result<Fs> {
     mount_devices(
@@ -303,6 +314,18 @@ impl Fs {
         }
     }
 
+    /// The flags of `ino` ([`inode_flags`]: immutable, append-only, …).
+    pub fn inode_flags(&self, ino: Ino) -> Result<u32> {
+        Ok(self.table.get(ino)?.index.inode_flags())
+    }
+
+    /// Sets the flags of `ino` (`chattr`; see `Namespace::set_inode_flags`).
+    pub fn set_inode_flags(&self, ino: Ino, flags: u32) -> Result<()> {
+        self.writable()?;
+        self.data
+            .with_reclaim(1, || self.ns().set_inode_flags(ino, flags))
+    }
+
     /// Whether the mount is read-only now ([`Fs::remount`]).
     pub fn is_read_only(&self) -> bool {
         self.read_only.load(std::sync::atomic::Ordering::Acquire)
@@ -511,6 +534,7 @@ impl Fs {
     pub fn write(&self, ino: Ino, offset: u64, data: &[u8]) -> Result<usize> {
         self.writable()?;
         let inode = self.table.get(ino)?;
+        may_write(&inode, false)?;
         self.data.write(&inode, Some(offset), data).map(|(_, n)| n)
     }
 
@@ -518,6 +542,7 @@ impl Fs {
     pub fn append(&self, ino: Ino, data: &[u8]) -> Result<u64> {
         self.writable()?;
         let inode = self.table.get(ino)?;
+        may_write(&inode, true)?;
         self.data.write(&inode, None, data).map(|(off, _)| off)
     }
 
@@ -531,6 +556,7 @@ impl Fs {
     /// `write` through an open handle (no inode-table lookup).
     pub fn handle_write(&self, h: &FileHandle, offset: u64, data: &[u8]) -> Result<usize> {
         self.writable()?;
+        may_write(&h.inode, false)?;
         self.data
             .write(&h.inode, Some(offset), data)
             .map(|(_, n)| n)
@@ -540,6 +566,14 @@ impl Fs {
     /// `FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE` (deallocate).
     pub fn fallocate(&self, ino: Ino, offset: u64, len: u64, mode: i32) -> Result<()> {
         self.writable()?;
+        // Linux's vfs_fallocate: nothing on an immutable file; on an append-only
+        // one, only allocation within the size.
+        let f = self.table.get(ino)?.index.inode_flags();
+        if f & inode_flags::IMMUTABLE != 0
+            || (f & inode_flags::APPEND != 0 && mode & !libc::FALLOC_FL_KEEP_SIZE != 0)
+        {
+            return Err(FsError::NotPermitted);
+        }
         self.data.fallocate(&self.table, ino, offset, len, mode)
     }
 
@@ -1060,6 +1094,14 @@ impl FileSystem for Fs {
 
     fn atime_mode(&self) -> AtimeMode {
         self.data.atime_mode()
+    }
+
+    fn inode_flags(&self, ino: Ino) -> Result<u32> {
+        Fs::inode_flags(self, ino)
+    }
+
+    fn set_inode_flags(&self, ino: Ino, flags: u32) -> Result<()> {
+        Fs::set_inode_flags(self, ino, flags)
     }
 
     fn atime_due(&self, ino: Ino) -> bool {

@@ -78,6 +78,9 @@ pub(crate) struct PageIndex {
     /// Whether the inode is in the data plane's set of inodes with times changed in
     /// DRAM only (so repeated changes skip the shared set).
     times_dirty: AtomicBool,
+    /// The inode's flags ([`crate::types::inode_flags`]), as its log says (set
+    /// under the state lock; read without it by writers, rarely written).
+    flags: std::sync::atomic::AtomicU32,
     /// What the file's concurrent writers share (their combining queue, finished
     /// flags), on lines of its own: allocated at the file's first concurrent append,
     /// reached from the state (its `index`) and from the inode alike.
@@ -107,6 +110,7 @@ impl Default for PageIndex {
             bytes: AtomicUsize::new(0),
             atime_hint: AtomicI64::new(ATIME_STALE),
             times_dirty: AtomicBool::new(false),
+            flags: std::sync::atomic::AtomicU32::new(0),
             appends: std::sync::OnceLock::new(),
         }
     }
@@ -335,6 +339,16 @@ impl PageIndex {
     /// The concurrent writers' shared part, if the file ever had a concurrent append.
     pub fn appends_if_any(&self) -> Option<&crate::log::Appends> {
         self.appends.get().map(|b| &**b)
+    }
+
+    /// The inode's flags ([`crate::types::inode_flags`]).
+    pub fn inode_flags(&self) -> u32 {
+        self.flags.load(Ordering::Acquire)
+    }
+
+    /// Sets the inode's flags (under the state lock, as its log entry applies).
+    pub fn set_inode_flags(&self, v: u32) {
+        self.flags.store(v, Ordering::Release);
     }
 
     /// The access time's seconds while it is newer than mtime and ctime, else

@@ -282,6 +282,16 @@ impl InodeState {
                 if let Some((_, o)) = old {
                     self.unref(o);
                 }
+                if name.as_slice() == crate::format::XATTR_FLAGS {
+                    let v = match value.get(..4) {
+                        Some(b) if *op == XATTR_SET => {
+                            u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+                                & crate::types::inode_flags::SUPPORTED
+                        }
+                        _ => 0,
+                    };
+                    self.index.set_inode_flags(v);
+                }
             }
             Entry::Link { nlink, ctime } => {
                 if let Some(prev) = self.last_link.take() {

@@ -12,8 +12,8 @@ use crate::bugs::{self, Bug};
 use crate::data::{DataPlane, MAX_FILE_SIZE};
 use crate::error::{FsError, Result};
 use crate::format::{
-    xattr_namespace, Entry, BLOCK, DENTRY_ADD, DENTRY_REMOVE, INO_VALID_OFF, XATTR_REMOVE,
-    XATTR_SET, XATTR_VALUE_MAX,
+    xattr_namespace, Entry, BLOCK, DENTRY_ADD, DENTRY_REMOVE, INO_VALID_OFF, XATTR_FLAGS,
+    XATTR_REMOVE, XATTR_SET, XATTR_VALUE_MAX,
 };
 use crate::inode::{DirSlot, Inode, InodeState, FIRST_COOKIE};
 use crate::itable::{Guard, InodeTable};
@@ -51,8 +51,26 @@ fn check_xattr_name(name: &[u8]) -> Result<()> {
     if name.is_empty() || name.len() > 255 {
         return Err(FsError::Range);
     }
-    if name.contains(&0) || xattr_namespace(name).is_none() {
+    if name.contains(&0) || xattr_namespace(name).is_none() || name == XATTR_FLAGS {
         return Err(FsError::Unsupported("extended attribute namespace"));
+    }
+    Ok(())
+}
+
+/// EPERM when `st`'s flags forbid changing the inode itself (immutable or
+/// append-only): its attributes, names, links and attributes, as Linux's VFS
+/// refuses them.
+fn unlocked(st: &InodeState) -> Result<()> {
+    if st.index.inode_flags() & inode_flags::LOCKED != 0 {
+        return Err(FsError::NotPermitted);
+    }
+    Ok(())
+}
+
+/// EPERM when directory `st` is immutable (no name may be added or removed).
+fn dir_writable(st: &InodeState) -> Result<()> {
+    if st.index.inode_flags() & inode_flags::IMMUTABLE != 0 {
+        return Err(FsError::NotPermitted);
     }
     Ok(())
 }
@@ -166,6 +184,19 @@ impl Namespace<'_> {
         let mut st = inode.state.lock_arc();
         if st.dead {
             return Err(FsError::NotFound);
+        }
+        // Linux's notify_change and vfs_truncate: an immutable or append-only inode
+        // keeps its mode, owner, times and size (a change of ctime alone is the
+        // kernel's own bookkeeping and passes).
+        if (req.mode.is_some()
+            || req.uid.is_some()
+            || req.gid.is_some()
+            || req.size.is_some()
+            || req.atime.is_some()
+            || req.mtime.is_some())
+            && st.index.inode_flags() & inode_flags::LOCKED != 0
+        {
+            return Err(FsError::NotPermitted);
         }
         let now = Timespec::now();
         let mut entries = Vec::new();
@@ -386,6 +417,7 @@ impl Namespace<'_> {
         if dir_slot(&ps, name)?.is_some() {
             return Err(FsError::Exists);
         }
+        dir_writable(&ps)?;
         if ps.nlink == 0 {
             return Err(FsError::NotFound);
         }
@@ -548,6 +580,10 @@ impl Namespace<'_> {
             }
             let ps = st(&locked, parent);
             let cs = st(&locked, slot.ino);
+            // Nothing leaves an immutable or append-only directory, and an
+            // immutable or append-only inode keeps its names.
+            unlocked(ps)?;
+            unlocked(cs)?;
             if is_dir && cs.dir.as_ref().is_some_and(|d| !d.names.is_empty()) {
                 return Err(FsError::NotEmpty);
             }
@@ -603,6 +639,9 @@ impl Namespace<'_> {
         if ps.nlink == 0 {
             return Err(FsError::NotFound);
         }
+        dir_writable(ps)?;
+        // Linux's vfs_link: no new link to an immutable or append-only inode.
+        unlocked(st(&locked, ino))?;
         let cookie = ps
             .dir
             .as_ref()
@@ -733,6 +772,18 @@ impl Namespace<'_> {
             let now_dst = dir_slot(st(&locked, np), nn)?;
             if now_src.as_ref() != Some(&src) || now_dst != dst {
                 continue;
+            }
+            // As Linux's may_delete and may_create: the source leaves its directory
+            // (neither may be immutable or append-only), a replaced target leaves
+            // its one likewise, and a new name needs a directory that is not
+            // immutable.
+            unlocked(st(&locked, op))?;
+            unlocked(st(&locked, src.ino))?;
+            if let Some(d) = &dst {
+                unlocked(st(&locked, np))?;
+                unlocked(st(&locked, d.ino))?;
+            } else {
+                dir_writable(st(&locked, np))?;
             }
             if let (Some(d), false) = (&dst, flags.exchange) {
                 if d_dir
@@ -976,6 +1027,47 @@ impl Namespace<'_> {
         }
     }
 
+    /// Sets the flags of `ino` (`FS_IOC_SETFLAGS`): one Xattr entry (removed when
+    /// the flags become 0), ctime changes. A flag mnemofs does not keep is refused
+    /// (EOPNOTSUPP); `DIRSYNC` is dropped on anything but a directory, as ext4
+    /// does. Who may change immutable and append-only (CAP_LINUX_IMMUTABLE) is the
+    /// frontend's check (the kernel's, through FUSE). Images older than format
+    /// version 8 keep every inode's flags 0 (EOPNOTSUPP for any other value).
+    pub fn set_inode_flags(&self, ino: Ino, flags: u32) -> Result<()> {
+        if flags & !inode_flags::SUPPORTED != 0 {
+            return Err(FsError::Unsupported("inode flag"));
+        }
+        let (_i, mut s) = self.table.lock(ino)?;
+        let flags = if s.kind == FileKind::Directory {
+            flags
+        } else {
+            flags & !inode_flags::DIRSYNC
+        };
+        if !self.store.geo.inode_flags {
+            return if flags == 0 {
+                Ok(())
+            } else {
+                Err(FsError::Unsupported(
+                    "inode flags on an image older than format version 8",
+                ))
+            };
+        }
+        let now = Timespec::now();
+        let e = if flags != 0 {
+            xattr_set(XATTR_FLAGS, flags.to_le_bytes().to_vec(), now)
+        } else if s.xattrs.contains_key(XATTR_FLAGS) {
+            Entry::Xattr {
+                op: XATTR_REMOVE,
+                name: XATTR_FLAGS.to_vec(),
+                value: Vec::new(),
+                ctime: now,
+            }
+        } else {
+            return Ok(());
+        };
+        self.data.commit(&mut [(&mut *s, vec![e])], &[])
+    }
+
     /// The value of extended attribute `name` of `ino` (ENODATA when it has none).
     pub fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
         check_xattr_name(name)?;
@@ -990,7 +1082,7 @@ impl Namespace<'_> {
     pub fn listxattr(&self, ino: Ino) -> Result<Vec<u8>> {
         let (_i, s) = self.table.lock(ino)?;
         let mut out = Vec::new();
-        for name in s.xattrs.keys() {
+        for name in s.xattrs.keys().filter(|n| n.as_slice() != XATTR_FLAGS) {
             out.extend_from_slice(name);
             out.push(0);
         }
@@ -1013,6 +1105,7 @@ impl Namespace<'_> {
             return Err(FsError::NoSpace);
         }
         let (_i, mut s) = self.table.lock(ino)?;
+        unlocked(&s)?;
         // Linux keeps user attributes to regular files and directories.
         if name.starts_with(b"user.") && !matches!(s.kind, FileKind::Regular | FileKind::Directory)
         {
@@ -1056,6 +1149,7 @@ impl Namespace<'_> {
         if st.kind == FileKind::Symlink {
             return Err(FsError::Unsupported("ACLs on a symlink"));
         }
+        unlocked(&st)?;
         let stored = st.xattrs.contains_key(name);
         let now = Timespec::now();
         let remove = Entry::Xattr {
@@ -1117,6 +1211,7 @@ impl Namespace<'_> {
     pub fn removexattr(&self, ino: Ino, name: &[u8]) -> Result<()> {
         check_xattr_name(name)?;
         let (_i, mut s) = self.table.lock(ino)?;
+        unlocked(&s)?;
         if !s.xattrs.contains_key(name) {
             // Removing an ACL that is not there succeeds, as on Linux file systems
             // (a minimal access ACL is the mode, never stored).

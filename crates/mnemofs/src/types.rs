@@ -252,6 +252,28 @@ impl LockMode {
     }
 }
 
+/// Inode flags (`FS_IOC_GETFLAGS`/`SETFLAGS`, `chattr`), Linux's `FS_*_FL` values.
+/// Kept in the inode's log (docs/FORMAT.md §2.9, format version 8).
+pub mod inode_flags {
+    /// `S`: changes are synchronous (every change is anyway).
+    pub const SYNC: u32 = 0x0000_0008;
+    /// `i`: no change to the file: its data, attributes, names or links.
+    pub const IMMUTABLE: u32 = 0x0000_0010;
+    /// `a`: data only appended; no truncate, rename, removal or link.
+    pub const APPEND: u32 = 0x0000_0020;
+    /// `d`: not for dump(8).
+    pub const NODUMP: u32 = 0x0000_0040;
+    /// `A`: reads do not update its atime.
+    pub const NOATIME: u32 = 0x0000_0080;
+    /// `D`: directory changes are synchronous (directories only; every change is
+    /// anyway).
+    pub const DIRSYNC: u32 = 0x0001_0000;
+    /// Every flag mnemofs keeps.
+    pub const SUPPORTED: u32 = SYNC | IMMUTABLE | APPEND | NODUMP | NOATIME | DIRSYNC;
+    /// The flags that forbid changes to the inode itself.
+    pub const LOCKED: u32 = IMMUTABLE | APPEND;
+}
+
 /// When reads update a file's access time (the mount options of the same names).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub enum AtimeMode {

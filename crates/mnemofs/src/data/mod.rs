@@ -482,7 +482,7 @@ impl DataPlane {
     pub fn touch_atime(&self, inode: &Inode, st: Option<&mut InodeState>) {
         const DAY: i64 = 24 * 3600;
         let mode = self.atime_mode();
-        if mode == AtimeMode::Noatime {
+        if mode == AtimeMode::Noatime || inode.index.inode_flags() & inode_flags::NOATIME != 0 {
             return;
         }
         let now = Timespec::now();
@@ -530,6 +530,9 @@ impl DataPlane {
 
     /// Whether a read of `inode` now would update its atime.
     pub fn atime_due(&self, inode: &Inode) -> bool {
+        if inode.index.inode_flags() & inode_flags::NOATIME != 0 {
+            return false;
+        }
         let mode = self.atime_mode();
         match mode {
             AtimeMode::Noatime => false,

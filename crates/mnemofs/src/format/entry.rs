@@ -96,6 +96,11 @@ pub const XATTR_CTIME_NSEC_OFF: usize = 20;
 pub const XATTR_CTIME_SEC_OFF: usize = 24;
 /// Xattr: offset of the name, followed by the value.
 pub const XATTR_NAME_OFF: usize = 32;
+/// The Xattr entry name that holds an inode's flags (`FS_IOC_SETFLAGS`: immutable,
+/// append-only, noatime, …; [`crate::types::inode_flags`]) as a 4-byte
+/// little-endian value (format version 8). Not an attribute users see or set.
+pub const XATTR_FLAGS: &[u8] = b"system.mnemofs.flags";
+
 /// Largest xattr value: what fits one log page with the longest name (ext4 keeps
 /// an inode's attributes within one 4 KiB block as well).
 pub const XATTR_VALUE_MAX: usize = LOG_DATA as usize - XATTR_NAME_OFF - 255;
@@ -504,6 +509,9 @@ impl Entry {
                 if xattr_namespace(name).is_none() {
                     return Err("xattr name in no known namespace".into());
                 }
+                if name.as_slice() == XATTR_FLAGS && *op != XATTR_REMOVE && value.len() != 4 {
+                    return Err(format!("inode flags of {} bytes", value.len()));
+                }
                 time("xattr ctime", ctime)
             }
             Entry::Dentry {
@@ -605,7 +613,7 @@ impl Entry {
 /// or the two POSIX ACL names), with something after the prefix.
 pub fn xattr_namespace(name: &[u8]) -> Option<&'static str> {
     const ACLS: [&[u8]; 2] = [b"system.posix_acl_access", b"system.posix_acl_default"];
-    if ACLS.contains(&name) {
+    if ACLS.contains(&name) || name == XATTR_FLAGS {
         return Some("system");
     }
     ["user.", "trusted.", "security."]

@@ -77,6 +77,10 @@ pub struct Geometry {
     /// of the page number (format version 7, docs/FORMAT.md §2.9): a zone write
     /// commits with one fence. False for images of versions 3 to 6 (the page number, two fences).
     pub lawn_sums: bool,
+    /// Inodes may carry flags (immutable, append-only, …) in their logs (format
+    /// version 8, docs/FORMAT.md §2.9). False for older images: their flags stay 0
+    /// (an older build would refuse the log entry that holds them).
+    pub inode_flags: bool,
 }
 
 impl Geometry {
@@ -213,6 +217,7 @@ impl Geometry {
             dev_blocks: one_device(total_blocks),
             dev_inodes: [0; MAX_DEVICES],
             lawn_sums: true,
+            inode_flags: true,
         })
     }
 

@@ -40,9 +40,13 @@ use super::zone::{
 /// chunk table (`zone_chunks` 0) and their zone does not grow; version 5 images keep
 /// every inode on device 0 (their device table's inode fields are zero). Version 3
 /// to 6 images keep their descriptors in the page format (`Geometry::lawn_sums`
-/// false). This build writes 7 for every new image; an image it only reads keeps
-/// its version.
-pub const VERSION: u32 = 7;
+/// false). 8: inodes may carry flags (immutable, append-only, …) in an Xattr entry
+/// of their log; images of versions 3 to 7 keep every inode's flags 0. This build
+/// writes 8 for every new image; an image it only reads keeps its version.
+pub const VERSION: u32 = 8;
+/// The first format version whose inodes may carry flags (an Xattr entry named
+/// [`super::XATTR_FLAGS`]).
+pub const VERSION_FLAGS: u32 = 8;
 /// The first format version whose LAWN descriptors carry the CRC-32 of their page
 /// and slots.
 pub const VERSION_LAWN_SUMS: u32 = 7;
@@ -118,10 +122,13 @@ impl Geometry {
     pub fn encode(&self) -> [u8; SB_SIZE] {
         let mut b = [0u8; SB_SIZE];
         b[SB_MAGIC_OFF..SB_MAGIC_OFF + 8].copy_from_slice(&MAGIC);
-        // Version 7 when the LAWN descriptors carry sums (every image this build
-        // makes); else version 6 only when a later device has an inode table (what
-        // an older build would not see), otherwise what version 5 describes.
-        let version = if self.lawn_sums {
+        // Version 8 when inodes may carry flags (every image this build makes);
+        // else 7 when the LAWN descriptors carry sums; else version 6 only when a
+        // later device has an inode table (what an older build would not see),
+        // otherwise what version 5 describes.
+        let version = if self.inode_flags {
+            VERSION_FLAGS
+        } else if self.lawn_sums {
             VERSION_LAWN_SUMS
         } else if self.dev_inodes.iter().any(|&n| n != 0) {
             VERSION_DEV_INODES
@@ -337,6 +344,7 @@ impl Geometry {
             dev_blocks: one_device(if devices == 1 { total_blocks } else { 0 }),
             dev_inodes: [0; MAX_DEVICES],
             lawn_sums: version >= VERSION_LAWN_SUMS,
+            inode_flags: version >= VERSION_FLAGS,
         };
         Ok(g)
     }
@@ -381,7 +389,7 @@ mod tests {
         let b = g.encode();
         // The table of docs/FORMAT.md §2.1, with literal offsets.
         assert_eq!(&b[0..8], b"MNEMOFS\0");
-        assert_eq!(get_u32(&b, 8), 7);
+        assert_eq!(get_u32(&b, 8), 8);
         assert_eq!(get_u32(&b, 12), 4096);
         assert_eq!(get_u64(&b, 16), g.total_blocks);
         assert_eq!(get_u32(&b, 24), 4);
@@ -415,6 +423,17 @@ mod tests {
         // Without the device table's inode fields (not read here), both encode as 5,
         // what they describe then.
         assert!(Geometry::decode(&b, 1 << 30).unwrap().lawn_sums);
+        assert!(Geometry::decode(&b, 1 << 30).unwrap().inode_flags);
+        // Version 7: sums, no inode flags; it stays 7.
+        {
+            let mut r = b;
+            put_u32(&mut r, 8, 7);
+            let c = crc(&r[..120]);
+            put_u32(&mut r, 120, c);
+            let old = Geometry::decode(&r, 1 << 30).unwrap();
+            assert!(old.lawn_sums && !old.inode_flags);
+            assert_eq!(get_u32(&old.encode(), 8), 7);
+        }
         for v in [5, 6] {
             let mut r = b;
             put_u32(&mut r, 8, v);
