@@ -285,6 +285,7 @@ pub fn fresh_volume(
         force: true,
         zone_percent,
         slot_size,
+        label: Vec::new(),
     };
     if nodes.len() > 1 && image.place.starts_with("device") {
         return Err(BenchError::msg(
@@ -495,6 +496,7 @@ fn given_volume(list: &Path, size: u64, cfg: &RunConfig, nodes: &[u32]) -> Bench
         force: true,
         zone_percent: cfg.zone_percent,
         slot_size: cfg.slot_size,
+        label: Vec::new(),
     };
     mnemofs::mkfs_devices(&image.specs(), &opts)
         .map_err(|e| BenchError::fs(format!("mkfs {}", list.display()), e))?;

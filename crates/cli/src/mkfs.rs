@@ -32,6 +32,10 @@ pub struct MkfsArgs {
     /// LAWN slot size in bytes (a multiple of 64 dividing 4096, at most 2048)
     #[arg(long = "slot-size", value_name = "B", default_value_t = mnemofs::format::DEFAULT_SLOT_SIZE)]
     pub slot_size: u32,
+    /// File-system label (at most 255 bytes; `mnemofs stat` shows it, FS_IOC_SETFSLABEL
+    /// changes it)
+    #[arg(long, short = 'L', value_name = "LABEL")]
+    pub label: Option<String>,
 }
 
 pub fn run(args: &MkfsArgs) -> CliResult<()> {
@@ -50,7 +54,16 @@ pub fn run(args: &MkfsArgs) -> CliResult<()> {
         force: args.force,
         zone_percent: args.zone_percent,
         slot_size: args.slot_size,
+        label: args.label.clone().unwrap_or_default().into_bytes(),
     };
+    if opts.label.len() > mnemofs::format::LABEL_MAX || opts.label.contains(&0) {
+        return Err(CliError::new(format!(
+            "--label: at most {} bytes (this one has {})",
+            mnemofs::format::LABEL_MAX,
+            opts.label.len()
+        ))
+        .with_code(2));
+    }
     let devices = retry_if_busy(|| mnemofs::mkfs_devices(&specs, &opts))
         .map_err(|e| fs_error(&args.image, &e))?;
     if devices.len() == 1 {

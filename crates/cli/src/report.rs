@@ -179,6 +179,9 @@ pub fn render_stats(what: &str, v: &Value) -> String {
     if !s(v, "medium").is_empty() {
         let _ = writeln!(o, "  medium        {}", s(v, "medium"));
     }
+    if !s(v, "label").is_empty() {
+        let _ = writeln!(o, "  label         {}", s(v, "label"));
+    }
     if !s(v, "atime").is_empty() {
         let ro = v.get("read_only").and_then(|b| b.as_bool()) == Some(true);
         let _ = writeln!(
@@ -311,6 +314,7 @@ mod tests {
             small_write_fallbacks: 0,
             medium: "pm: latency profile optane".into(),
             read_only: false,
+            label: String::new(),
             atime: "relatime".into(),
             read_cache_mode: "rcache".into(),
             read_cache_bytes: 1 << 20,

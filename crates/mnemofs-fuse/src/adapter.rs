@@ -233,6 +233,12 @@ fn new_node(req: &Request, mode: u32, umask: u32, rdev: u32) -> NewNode {
 /// not when that is gone).
 fn has_fsetid(req: &Request) -> bool {
     const CAP_FSETID: u32 = 4;
+    has_cap(req, CAP_FSETID)
+}
+
+/// Whether the process of `req` has capability `cap` in effect (from /proc; false
+/// when it is gone).
+fn has_cap(req: &Request, cap: u32) -> bool {
     let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", req.pid())) else {
         return false;
     };
@@ -240,7 +246,7 @@ fn has_fsetid(req: &Request) -> bool {
         .lines()
         .find_map(|l| l.strip_prefix("CapEff:"))
         .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .is_some_and(|caps| caps & (1 << CAP_FSETID) != 0)
+        .is_some_and(|caps| caps & (1u64 << cap) != 0)
 }
 
 /// The permission bits `mode` keeps after a write by a process without CAP_FSETID
@@ -969,6 +975,13 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         reply: ReplyIoctl,
     ) {
         let _busy = crate::inflight::enter("ioctl", ino.0);
+        if cmd == crate::ioctl::FITRIM || cmd == crate::ioctl::FS_IOC_SETFSLABEL {
+            // As every Linux file system's FITRIM and SETFSLABEL: CAP_SYS_ADMIN only.
+            const CAP_SYS_ADMIN: u32 = 21;
+            if !has_cap(_req, CAP_SYS_ADMIN) {
+                return reply.error(Errno::EPERM);
+            }
+        }
         match crate::ioctl::serve(&*self.fs, ino.0, cmd, in_data, out_size) {
             Ok(out) => reply.ioctl(0, &out),
             Err(e) => reply.error(e),

@@ -16,6 +16,16 @@ pub const FS_IOC_SETFLAGS: u32 = 0x4008_6602;
 pub const FS_IOC_FSGETXATTR: u32 = 0x801c_581f;
 /// `FS_IOC_FSSETXATTR` (`_IOW('X', 32, struct fsxattr)`).
 pub const FS_IOC_FSSETXATTR: u32 = 0x401c_5820;
+/// `FS_IOC_GETFSLABEL` (`_IOR(0x94, 49, char[256])`).
+pub const FS_IOC_GETFSLABEL: u32 = 0x8100_9431;
+/// `FS_IOC_SETFSLABEL` (`_IOW(0x94, 50, char[256])`).
+pub const FS_IOC_SETFSLABEL: u32 = 0x4100_9432;
+/// Bytes of the label argument (FSLABEL_MAX).
+const FSLABEL_MAX: usize = 256;
+/// `FITRIM` (`_IOWR('X', 121, struct fstrim_range)`).
+pub const FITRIM: u32 = 0xc018_5879;
+/// Bytes of `struct fstrim_range` (start, len, minlen: u64 each).
+const FSTRIM_RANGE_SIZE: usize = 24;
 /// Bytes of `struct fsxattr`.
 const FSXATTR_SIZE: usize = 28;
 
@@ -99,6 +109,45 @@ pub fn serve<E: FileSystem + ?Sized>(
             fs.set_inode_flags(ino, f).map_err(e)?;
             Ok(Vec::new())
         }
+        FS_IOC_GETFSLABEL => {
+            let l = fs.label().map_err(e)?;
+            let mut out = vec![0u8; FSLABEL_MAX];
+            let n = l.len().min(FSLABEL_MAX - 1);
+            out[..n].copy_from_slice(&l[..n]);
+            out.truncate(out_size as usize);
+            Ok(out)
+        }
+        FS_IOC_SETFSLABEL => {
+            let b = input.get(..FSLABEL_MAX).ok_or(Errno::EINVAL)?;
+            // As btrfs and xfs: the label must end within the buffer.
+            let end = b.iter().position(|&x| x == 0).ok_or(Errno::EINVAL)?;
+            fs.set_label(&b[..end]).map_err(e)?;
+            Ok(Vec::new())
+        }
+        FITRIM => {
+            let le64 = |at: usize| {
+                input
+                    .get(at..at + 8)
+                    .map(|v| u64::from_le_bytes(v.try_into().unwrap_or([0; 8])))
+            };
+            let (Some(start), Some(len), Some(min)) = (le64(0), le64(8), le64(16)) else {
+                return Err(Errno::EINVAL);
+            };
+            let st = fs.statfs();
+            // As ext4: a range starting past the end, or a minimum run longer than
+            // the file system, is EINVAL.
+            let size = st.blocks.saturating_mul(u64::from(st.block_size));
+            if start >= size || min > size {
+                return Err(Errno::EINVAL);
+            }
+            let trimmed = fs.trim(start, len, min).map_err(e)?;
+            let mut out = vec![0u8; FSTRIM_RANGE_SIZE];
+            out[..8].copy_from_slice(&start.to_le_bytes());
+            out[8..16].copy_from_slice(&trimmed.to_le_bytes());
+            out[16..24].copy_from_slice(&min.to_le_bytes());
+            out.truncate(out_size as usize);
+            Ok(out)
+        }
         _ => Err(Errno::ENOTTY),
     }
 }
@@ -130,5 +179,8 @@ mod tests {
         assert_eq!(FS_IOC_SETFLAGS, ioc(1, b'f', 2, 8));
         assert_eq!(FS_IOC_FSGETXATTR, ioc(2, b'X', 31, 28));
         assert_eq!(FS_IOC_FSSETXATTR, ioc(1, b'X', 32, 28));
+        assert_eq!(FITRIM, ioc(3, b'X', 121, 24));
+        assert_eq!(FS_IOC_GETFSLABEL, ioc(2, 0x94, 49, 256));
+        assert_eq!(FS_IOC_SETFSLABEL, ioc(1, 0x94, 50, 256));
     }
 }

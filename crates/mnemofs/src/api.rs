@@ -262,6 +262,25 @@ pub trait FileSystem: Send + Sync {
         Err(crate::FsError::Unsupported("inode flags"))
     }
 
+    /// The file-system label (FS_IOC_GETFSLABEL; empty: none). The default: none.
+    fn label(&self) -> Result<Vec<u8>> {
+        Ok(Vec::new())
+    }
+
+    /// Sets the file-system label (FS_IOC_SETFSLABEL). The default: `Unsupported`.
+    fn set_label(&self, label: &[u8]) -> Result<()> {
+        let _ = label;
+        Err(crate::FsError::Unsupported("a file-system label"))
+    }
+
+    /// FITRIM: gives back the memory behind free space within bytes `[start, start
+    /// + len)`, in free runs of at least `min_len` bytes; the bytes given back. The
+    /// default: `Unsupported`.
+    fn trim(&self, start: u64, len: u64, min_len: u64) -> Result<u64> {
+        let _ = (start, len, min_len);
+        Err(crate::FsError::Unsupported("FITRIM"))
+    }
+
     /// When reads update atime now. The default, `Noatime`, is for an
     /// implementation that keeps no access times.
     fn atime_mode(&self) -> crate::AtimeMode {

@@ -495,7 +495,7 @@ pub fn mkfs_anonymous(sizes: &[u64], opts: &crate::MkfsOptions) -> Result<Volume
         }
     }
     let vol = Vol::from_volume(volume);
-    crate::mkfs::format(&vol, &geo, &table);
+    crate::mkfs::format(&vol, &geo, &table, &[]);
     Ok(vol.into_volume())
 }
 

@@ -13,7 +13,10 @@ use crate::data::{finelog::Finelog, lawn::Lawn, DataPlane, SmallWrite};
 use crate::devices::{DeviceInfo, DeviceSpec};
 use crate::error::FsError;
 use crate::error::Result;
-use crate::format::{Geometry, BLOCK, SB_STATE_OFF, STATE_CLEAN, STATE_DIRTY};
+use crate::format::{
+    decode_label, encode_label, Geometry, BLOCK, LABEL_MAX, LABEL_SIZE, SB_LABEL_OFF,
+    SB_REPLICA_BLOCK, SB_STATE_OFF, STATE_CLEAN, STATE_DIRTY,
+};
 use crate::inode::Inode;
 use crate::itable::InodeTable;
 use crate::namespace::Namespace;
@@ -61,6 +64,8 @@ pub struct Fs {
     read_only: std::sync::atomic::AtomicBool,
     /// Serializes remounts.
     remounting: Mutex<()>,
+    /// Serializes label changes.
+    label_lock: Mutex<()>,
 }
 
 /// EPERM for a write to an immutable file, or to an append-only one other than an
@@ -256,7 +261,7 @@ impl Fs {
                 l.start_writeback(store.clone());
             }
         }
-        Ok(Fs {
+        let fs = Fs {
             store,
             table,
             data,
@@ -267,7 +272,79 @@ impl Fs {
             devices,
             read_only: std::sync::atomic::AtomicBool::new(false),
             remounting: Mutex::new(()),
+            label_lock: Mutex::new(()),
+        };
+        fs.repair_label();
+        Ok(fs)
+    }
+
+    /// The label copies in blocks 0 and 1, decoded (`None`: torn or damaged).
+    fn label_copies(&self) -> [Option<Vec<u8>>; 2] {
+        let vol = &self.store.vol;
+        [0, SB_REPLICA_BLOCK].map(|b| {
+            let mut buf = [0u8; LABEL_SIZE];
+            vol.read(BlockNo(b).at(SB_LABEL_OFF), &mut buf);
+            decode_label(&buf)
         })
+    }
+
+    /// Writes a label copy into block `b`, durably.
+    fn write_label_copy(&self, b: u64, bytes: &[u8; LABEL_SIZE]) {
+        let vol = &self.store.vol;
+        let at = BlockNo(b).at(SB_LABEL_OFF);
+        vol.write(at, bytes);
+        vol.flush(at, LABEL_SIZE as u64);
+        // Fence: this copy is whole on PM before the other copy is written, so a
+        // crash leaves at least one whole copy (the old label or the new one).
+        vol.fence();
+    }
+
+    /// After a crash in the middle of a label change one copy may be torn: it is
+    /// rewritten from the whole one (block 0's when both are whole and differ: the
+    /// change wrote block 1 first, so block 0 whole means the change had finished
+    /// or not begun).
+    fn repair_label(&self) {
+        if !self.store.geo.flags_and_label {
+            return;
+        }
+        let [primary, replica] = self.label_copies();
+        match (primary, replica) {
+            (Some(p), r) if r.as_ref() != Some(&p) => {
+                self.write_label_copy(SB_REPLICA_BLOCK, &encode_label(&p))
+            }
+            (None, Some(r)) => self.write_label_copy(0, &encode_label(&r)),
+            _ => {}
+        }
+    }
+
+    /// The file-system label (empty: none; FS_IOC_GETFSLABEL).
+    pub fn label(&self) -> Vec<u8> {
+        let [primary, replica] = self.label_copies();
+        primary.or(replica).unwrap_or_default()
+    }
+
+    /// Sets the file-system label (FS_IOC_SETFSLABEL; at most 255 bytes, no NUL):
+    /// block 1's copy, then block 0's, each durable before the next. A crash
+    /// between them leaves block 0 with the old label and block 1 with the new
+    /// one, or block 0 torn; mount makes both copies whole again
+    /// (`repair_label`). Images older than format version 8 have no label.
+    pub fn set_label(&self, label: &[u8]) -> Result<()> {
+        self.writable()?;
+        if label.len() > LABEL_MAX || label.contains(&0) {
+            return Err(FsError::Invalid(
+                "a label is at most 255 bytes, without NUL",
+            ));
+        }
+        if !self.store.geo.flags_and_label {
+            return Err(FsError::Unsupported(
+                "a label on an image older than format version 8",
+            ));
+        }
+        let _one = self.label_lock.lock();
+        let bytes = encode_label(label);
+        self.write_label_copy(SB_REPLICA_BLOCK, &bytes);
+        self.write_label_copy(0, &bytes);
+        Ok(())
     }
 
     fn ns(&self) -> Namespace<'_> {
@@ -312,6 +389,35 @@ impl Fs {
             // read-only) returns.
             s.vol.fence();
         }
+    }
+
+    /// FITRIM: gives back the memory behind the free space within bytes `[start,
+    /// start + len)` of the volume, in free runs of at least `min_len` bytes (an
+    /// image file: holes punched, so a DRAM-backed image shrinks to what files
+    /// use). Returns the bytes given back. `Unsupported` where the medium cannot (a
+    /// device-DAX mapping, which has no backing store to give back); `ReadOnly` on
+    /// a read-only mount. Blocks in the threads' allocation caches and files'
+    /// spares stay (a few per thread and file).
+    pub fn trim(&self, start: u64, len: u64, min_len: u64) -> Result<u64> {
+        self.writable()?;
+        let s = &*self.store;
+        let lo = start.div_ceil(BLOCK);
+        let hi = (start.saturating_add(len) / BLOCK).min(s.geo.total_blocks);
+        let min = min_len.div_ceil(BLOCK).max(1);
+        let blocks = s
+            .space
+            .trim(lo, hi, min, |b, n| {
+                s.vol
+                    .discard(BlockNo(b).off(), n.saturating_mul(BLOCK))
+                    .map(|bytes| bytes / BLOCK)
+            })
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::EINVAL) | Some(libc::EOPNOTSUPP) => {
+                    FsError::Unsupported("discard: the medium has no backing store to give back")
+                }
+                _ => FsError::Io(e),
+            })?;
+        Ok(blocks.saturating_mul(BLOCK))
     }
 
     /// The flags of `ino` ([`inode_flags`]: immutable, append-only, …).
@@ -808,6 +914,7 @@ impl Fs {
             small_write_fallbacks: sw.fallbacks,
             medium: self.medium.why.clone(),
             read_only: self.is_read_only(),
+            label: String::from_utf8_lossy(&self.label()).into_owned(),
             atime: AtimeMode::ALL
                 .iter()
                 .find(|(_, m)| *m == self.data.atime_mode())
@@ -1098,6 +1205,18 @@ impl FileSystem for Fs {
 
     fn inode_flags(&self, ino: Ino) -> Result<u32> {
         Fs::inode_flags(self, ino)
+    }
+
+    fn trim(&self, start: u64, len: u64, min_len: u64) -> Result<u64> {
+        Fs::trim(self, start, len, min_len)
+    }
+
+    fn label(&self) -> Result<Vec<u8>> {
+        Ok(Fs::label(self))
+    }
+
+    fn set_label(&self, label: &[u8]) -> Result<()> {
+        Fs::set_label(self, label)
     }
 
     fn set_inode_flags(&self, ino: Ino, flags: u32) -> Result<()> {

@@ -116,6 +116,22 @@ pub(crate) fn fsck_vol(pm: &Vol) -> Result<FsckReport> {
             }
         }
     }
+    // The label (version 8): a crash leaves at least one copy whole (mount makes
+    // the other whole again); both damaged is corruption.
+    if loaded.geo.flags_and_label {
+        let whole = [0, crate::format::SB_REPLICA_BLOCK].iter().any(|&b| {
+            let mut buf = [0u8; crate::format::LABEL_SIZE];
+            pm.read(
+                crate::addr::BlockNo(b).at(crate::format::SB_LABEL_OFF),
+                &mut buf,
+            );
+            crate::format::decode_label(&buf).is_some()
+        });
+        if !whole {
+            r.problems
+                .push("superblock: both copies of the label are damaged".to_string());
+        }
+    }
     for s in loaded.states.values() {
         match s.kind {
             FileKind::Directory => r.directories += 1,

@@ -57,7 +57,8 @@ pub fn mkfs_devices(specs: &[DeviceSpec], opts: &MkfsOptions) -> Result<Vec<Devi
         },
     )?;
     let pm = Vol::from_volume(volume);
-    format(&pm, &geo, &table_of(uuid, &geo, &devices));
+    check_label(&opts.label)?;
+    format(&pm, &geo, &table_of(uuid, &geo, &devices), &opts.label);
     pm.sync_to_file();
     Ok(devices)
 }
@@ -141,7 +142,8 @@ pub fn mkfs_pm(pm: &mut Pm, opts: &MkfsOptions) -> Result<()> {
             inodes: 0,
         }],
     };
-    Vol::with_borrowed(pm, |v| format(v, &geo, &table))?;
+    check_label(&opts.label)?;
+    Vol::with_borrowed(pm, |v| format(v, &geo, &table, &opts.label))?;
     Ok(())
 }
 
@@ -162,7 +164,17 @@ pub(crate) fn uuid_of(geo: &Geometry) -> [u8; 16] {
 
 /// Writes an empty file system onto `pm`, a volume of the devices `table` lists
 /// (whose headers, but device 0's, are written already).
-pub(crate) fn format(pm: &Vol, geo: &Geometry, table: &DeviceTable) {
+/// A label mkfs takes: at most 255 bytes, no NUL.
+fn check_label(label: &[u8]) -> Result<()> {
+    if label.len() > crate::format::LABEL_MAX || label.contains(&0) {
+        return Err(crate::FsError::Invalid(
+            "a label is at most 255 bytes, without NUL",
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn format(pm: &Vol, geo: &Geometry, table: &DeviceTable, label: &[u8]) {
     // Metadata area: superblocks, journals, free list, inode table, fine-log redo
     // areas, LAWN descriptor table (all clear). Zone slots hold nothing until a
     // descriptor names them, so they are left as they are.
@@ -254,8 +266,17 @@ pub(crate) fn format(pm: &Vol, geo: &Geometry, table: &DeviceTable) {
     let h = BlockNo(0).at(DEV_HDR_OFF);
     pm.write(h, &header.encode());
     pm.flush(h, DEV_HDR_SIZE as u64);
-    // Fence: root inode, its log, the free list, the device table and device 0's
-    // header are durable before the superblock that makes the image a mnemofs.
+    if !label.is_empty() {
+        let l = crate::format::encode_label(label);
+        for b in [0, SB_REPLICA_BLOCK] {
+            let at = BlockNo(b).at(crate::format::SB_LABEL_OFF);
+            pm.write(at, &l);
+            pm.flush(at, l.len() as u64);
+        }
+    }
+    // Fence: root inode, its log, the free list, the device table, device 0's
+    // header and the label are durable before the superblock that makes the image
+    // a mnemofs.
     pm.fence();
     let sb = geo.encode();
     pm.write(BlockNo(SB_REPLICA_BLOCK).off(), &sb);

@@ -1043,7 +1043,7 @@ impl Namespace<'_> {
         } else {
             flags & !inode_flags::DIRSYNC
         };
-        if !self.store.geo.inode_flags {
+        if !self.store.geo.flags_and_label {
             return if flags == 0 {
                 Ok(())
             } else {

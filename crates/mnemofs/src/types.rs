@@ -467,6 +467,8 @@ pub struct MkfsOptions {
     pub zone_percent: u32,
     /// LAWN slot size in bytes (a multiple of 64 dividing 4096, at most 2048).
     pub slot_size: u32,
+    /// The file-system label (at most 255 bytes, no NUL; empty: none).
+    pub label: Vec<u8>,
 }
 
 impl Default for MkfsOptions {
@@ -478,6 +480,7 @@ impl Default for MkfsOptions {
             force: false,
             zone_percent: DEFAULT_ZONE_PERCENT,
             slot_size: DEFAULT_SLOT_SIZE,
+            label: Vec::new(),
         }
     }
 }
@@ -756,6 +759,8 @@ pub struct FsStats {
     pub medium: String,
     /// Read-only now (a `ro` mount or a remount; `Fs::remount`).
     pub read_only: bool,
+    /// The file-system label (empty: none).
+    pub label: String,
     /// When reads update atime now (`relatime`, `noatime`, `strictatime`).
     pub atime: String,
     /// The read cache's mode (`off`, `rcache`: what `auto` became).

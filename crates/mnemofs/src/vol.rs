@@ -149,6 +149,12 @@ impl Vol {
         self.0.prefetch(off.get())
     }
 
+    /// Gives back the memory behind `[off, off + len)` of free space (FITRIM;
+    /// `pm::Volume::discard`); the bytes given back.
+    pub fn discard(&self, off: PmOff, len: u64) -> std::io::Result<u64> {
+        self.0.discard(off.get(), len)
+    }
+
     /// Maps the pages of `[off, off + len)` in now.
     pub fn populate(&self, off: PmOff, len: u64) {
         self.0.populate(off.get(), len)

@@ -25,6 +25,7 @@ fn image(size: u64, zone_percent: u32, slot_size: u32) -> Img {
             force: false,
             zone_percent,
             slot_size,
+            label: Vec::new(),
         },
     )
     .unwrap();

@@ -463,6 +463,16 @@ impl Volume {
         }
     }
 
+    /// Gives back the memory behind `[off, off + len)` of free space
+    /// ([`Pm::discard`]); the bytes given back.
+    pub fn discard(&self, off: u64, len: u64) -> std::io::Result<u64> {
+        let mut n = 0u64;
+        for (d, o, _, l) in self.pieces(off, len) {
+            n = n.saturating_add(d.discard(o, l)?);
+        }
+        Ok(n)
+    }
+
     /// Writes back every cache line overlapping `[off, off+len)`.
     #[inline]
     pub fn flush(&self, off: u64, len: u64) {

@@ -77,10 +77,11 @@ pub struct Geometry {
     /// of the page number (format version 7, docs/FORMAT.md §2.9): a zone write
     /// commits with one fence. False for images of versions 3 to 6 (the page number, two fences).
     pub lawn_sums: bool,
-    /// Inodes may carry flags (immutable, append-only, …) in their logs (format
-    /// version 8, docs/FORMAT.md §2.9). False for older images: their flags stay 0
-    /// (an older build would refuse the log entry that holds them).
-    pub inode_flags: bool,
+    /// Inodes may carry flags (immutable, append-only, …) in their logs (§2.5),
+    /// and blocks 0 and 1 a label (§2.1): format version 8. False for older images:
+    /// their flags stay 0 and they have no label (an older build would refuse the
+    /// log entry that holds flags).
+    pub flags_and_label: bool,
 }
 
 impl Geometry {
@@ -217,7 +218,7 @@ impl Geometry {
             dev_blocks: one_device(total_blocks),
             dev_inodes: [0; MAX_DEVICES],
             lawn_sums: true,
-            inode_flags: true,
+            flags_and_label: true,
         })
     }
 

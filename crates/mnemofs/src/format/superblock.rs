@@ -110,6 +110,44 @@ pub const SB_CSUM_LEN: usize = 120;
 /// Offset of the checksum (u32, CRC-32 of `[0, SB_CSUM_LEN)`).
 pub const SB_CSUM_OFF: usize = SB_CSUM_LEN;
 
+/// Byte offset, in block 0 and in block 1, of the file-system label (version 8):
+/// [`LABEL_MAX`] bytes, NUL-padded, then a CRC-32 of them. All zero: no label.
+pub const SB_LABEL_OFF: u64 = 512;
+/// Longest label in bytes (FSLABEL_MAX, 256, less its NUL).
+pub const LABEL_MAX: usize = 255;
+/// Bytes of an encoded label copy: the label area and its CRC.
+pub const LABEL_SIZE: usize = LABEL_MAX + 1 + 4;
+
+/// A label copy for `label` (at most [`LABEL_MAX`] bytes, no NUL).
+pub fn encode_label(label: &[u8]) -> [u8; LABEL_SIZE] {
+    let mut b = [0u8; LABEL_SIZE];
+    let n = label.len().min(LABEL_MAX);
+    b[..n].copy_from_slice(&label[..n]);
+    if n > 0 {
+        let c = crc(&b[..LABEL_MAX + 1]);
+        put_u32(&mut b, LABEL_MAX + 1, c);
+    }
+    b
+}
+
+/// The label a copy holds: `Some` when it is whole (its CRC matches, or it is all
+/// zero: no label), `None` when it is torn or damaged. The label ends at its first
+/// NUL.
+pub fn decode_label(b: &[u8]) -> Option<Vec<u8>> {
+    let b = b.get(..LABEL_SIZE)?;
+    if b.iter().all(|&x| x == 0) {
+        return Some(Vec::new());
+    }
+    if get_u32(b, LABEL_MAX + 1) != crc(&b[..LABEL_MAX + 1]) || b[LABEL_MAX] != 0 {
+        return None;
+    }
+    let end = b[..LABEL_MAX]
+        .iter()
+        .position(|&x| x == 0)
+        .unwrap_or(LABEL_MAX);
+    Some(b[..end].to_vec())
+}
+
 /// Byte offset (within the primary superblock block) of the 8-byte state word.
 pub const SB_STATE_OFF: u64 = 256;
 /// State word: the file system was unmounted cleanly and its free list is saved.
@@ -126,7 +164,7 @@ impl Geometry {
         // else 7 when the LAWN descriptors carry sums; else version 6 only when a
         // later device has an inode table (what an older build would not see),
         // otherwise what version 5 describes.
-        let version = if self.inode_flags {
+        let version = if self.flags_and_label {
             VERSION_FLAGS
         } else if self.lawn_sums {
             VERSION_LAWN_SUMS
@@ -344,7 +382,7 @@ impl Geometry {
             dev_blocks: one_device(if devices == 1 { total_blocks } else { 0 }),
             dev_inodes: [0; MAX_DEVICES],
             lawn_sums: version >= VERSION_LAWN_SUMS,
-            inode_flags: version >= VERSION_FLAGS,
+            flags_and_label: version >= VERSION_FLAGS,
         };
         Ok(g)
     }
@@ -423,7 +461,7 @@ mod tests {
         // Without the device table's inode fields (not read here), both encode as 5,
         // what they describe then.
         assert!(Geometry::decode(&b, 1 << 30).unwrap().lawn_sums);
-        assert!(Geometry::decode(&b, 1 << 30).unwrap().inode_flags);
+        assert!(Geometry::decode(&b, 1 << 30).unwrap().flags_and_label);
         // Version 7: sums, no inode flags; it stays 7.
         {
             let mut r = b;
@@ -431,7 +469,7 @@ mod tests {
             let c = crc(&r[..120]);
             put_u32(&mut r, 120, c);
             let old = Geometry::decode(&r, 1 << 30).unwrap();
-            assert!(old.lawn_sums && !old.inode_flags);
+            assert!(old.lawn_sums && !old.flags_and_label);
             assert_eq!(get_u32(&old.encode(), 8), 7);
         }
         for v in [5, 6] {

@@ -579,6 +579,41 @@ impl Space {
         v
     }
 
+    /// Calls `discard(first, len)` for each free run of at least `min` blocks within
+    /// blocks `[lo, hi)` of the ranges (clipped to it), with that run's range locked,
+    /// so that no allocation takes the run meanwhile; blocks in the threads'
+    /// magazines and files' spares are left alone. Returns the blocks `discard`
+    /// reported, or its first error.
+    pub fn trim<E>(
+        &self,
+        lo: u64,
+        hi: u64,
+        min: u64,
+        mut discard: impl FnMut(u64, u64) -> std::result::Result<u64, E>,
+    ) -> std::result::Result<u64, E> {
+        let min = min.max(1);
+        let mut done = 0u64;
+        for r in &self.cpus {
+            let m = r.lock();
+            let singles = m.singles.iter().map(|&b| (b, 1u64));
+            let runs: Vec<Run> = m
+                .by_start
+                .iter()
+                .map(|(&s, &l)| (s, l))
+                .chain(singles)
+                .collect();
+            for (s, l) in runs {
+                let a = s.max(lo);
+                let b = s.saturating_add(l).min(hi);
+                if b > a && b - a >= min {
+                    done = done.saturating_add(discard(a, b - a)?);
+                }
+            }
+            drop(m);
+        }
+        Ok(done)
+    }
+
     /// All free extents (the threads' magazines included), in block order,
     /// adjacent ones merged.
     pub fn extents(&self) -> Vec<Run> {

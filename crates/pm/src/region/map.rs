@@ -184,6 +184,36 @@ impl Pm {
         let _ = p;
     }
 
+    /// Gives back the memory behind the 4 KiB pages inside `[off, off + len)`
+    /// (`MADV_REMOVE`: a hole punched in the image file; the range reads as zeros
+    /// after). For free space only: the caller keeps every reader and writer away
+    /// from the range meanwhile. Returns the bytes given back, or the error of a
+    /// medium that cannot (a device-DAX mapping, a private copy: EINVAL or
+    /// EOPNOTSUPP).
+    pub fn discard(&self, off: u64, len: u64) -> std::io::Result<u64> {
+        const PAGE: u64 = 4096;
+        let start = off.div_ceil(PAGE).saturating_mul(PAGE);
+        let end = (off.saturating_add(len).min(self.len)) / PAGE * PAGE;
+        if end <= start {
+            return Ok(0);
+        }
+        let p = self.ptr(start, end - start);
+        // SAFETY: `[p, p + (end - start))` lies inside our mapping and is page
+        // aligned (the mapping is); MADV_REMOVE only drops the backing pages of a
+        // shared mapping, which the caller has made sure nobody uses.
+        let r = unsafe {
+            libc::madvise(
+                p as *mut libc::c_void,
+                (end - start) as usize,
+                libc::MADV_REMOVE,
+            )
+        };
+        if r != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(end - start)
+    }
+
     /// A private anonymous copy of the whole region (fsck and the crash explorer work
     /// on copies so that recovery never changes the original).
     ///
