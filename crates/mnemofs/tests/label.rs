@@ -12,6 +12,9 @@ use mnemofs::format::{
 use mnemofs::{FsError, MkfsOptions};
 use std::path::Path;
 
+/// Block 0's copy, block 1's copy, and the labels a mount may show.
+type State = ([u8; LABEL_SIZE], [u8; LABEL_SIZE], &'static [&'static [u8]]);
+
 fn copy_at(b: u64) -> usize {
     (b * BLOCK + SB_LABEL_OFF) as usize
 }
@@ -69,7 +72,7 @@ fn label_survives_remounts_and_every_crash_state() {
     };
     // (block 0, block 1) after a crash during a change from "scratch" to
     // "renamed", and the labels the mount may show.
-    let states: [([u8; LABEL_SIZE], [u8; LABEL_SIZE], &[&[u8]]); 4] = [
+    let states: [State; 4] = [
         (old, torn(&old), &[b"scratch"]),
         (old, new, &[b"scratch", b"renamed"]),
         (torn(&old), new, &[b"renamed"]),
