@@ -1,7 +1,7 @@
 //! The oracle: an in-memory model of POSIX semantics (as Linux file systems have
 //! them), independent of the engine. Crash states are compared with its listings.
 
-use crate::workload::{acl_bytes, fnv, pattern, xattr_suffix, Op};
+use crate::workload::{acl_bytes, flags, flags_suffix, fnv, pattern, xattr_suffix, Op};
 
 /// The access ACL's attribute name.
 const ACL_ACCESS: &str = "system.posix_acl_access";
@@ -39,8 +39,15 @@ enum Node {
 #[derive(Clone, Debug)]
 pub struct Model {
     nodes: HashMap<u64, Node>,
+    /// Inode flags of the nodes that have any (a node's number is never reused, so
+    /// a removed node's flags go with it).
+    flags: HashMap<u64, u32>,
     next: u64,
 }
+
+/// The flags that lock an inode itself (Linux's `IS_IMMUTABLE || IS_APPEND`): no
+/// change of its attributes, size (but appends, for append-only), names or links.
+const LOCKED: u32 = flags::IMMUTABLE | flags::APPEND;
 
 const ROOT: u64 = 0;
 
@@ -55,7 +62,11 @@ impl Default for Model {
                 xattrs: BTreeMap::new(),
             },
         );
-        Model { nodes, next: 1 }
+        Model {
+            nodes,
+            flags: HashMap::new(),
+            next: 1,
+        }
     }
 }
 
@@ -72,6 +83,28 @@ impl Model {
             Some(Node::Dir { names, .. }) => names,
             _ => unreachable!("not a directory"),
         }
+    }
+
+    /// The inode flags of node `i`.
+    fn flags_of(&self, i: u64) -> u32 {
+        self.flags.get(&i).copied().unwrap_or(0)
+    }
+
+    /// EPERM when node `i` is immutable or append-only (as Linux's VFS refuses a
+    /// change of its attributes, size, names and links).
+    fn unlocked(&self, i: u64) -> Result<(), i32> {
+        if self.flags_of(i) & LOCKED != 0 {
+            return Err(libc::EPERM);
+        }
+        Ok(())
+    }
+
+    /// EPERM when directory `d` is immutable (no name added or removed).
+    fn dir_writable(&self, d: u64) -> Result<(), i32> {
+        if self.flags_of(d) & flags::IMMUTABLE != 0 {
+            return Err(libc::EPERM);
+        }
+        Ok(())
     }
 
     fn is_dir(&self, i: u64) -> bool {
@@ -157,6 +190,7 @@ impl Model {
                 if c.is_some() {
                     return Err(libc::EEXIST);
                 }
+                self.dir_writable(d)?;
                 let node = if matches!(op, Op::Mkdir(_)) {
                     // A directory made in a set-group-ID directory is set-group-ID
                     // too (Linux's `inode_init_owner`; files only take the group).
@@ -186,6 +220,8 @@ impl Model {
                 len,
                 seed,
             } => {
+                // A write: neither immutable nor append-only (Linux refuses the open).
+                self.unlocked(self.resolve(path)?)?;
                 let data = self.file(path)?;
                 let end = *off as usize + len;
                 if data.len() < end {
@@ -194,16 +230,42 @@ impl Model {
                 data[*off as usize..end].copy_from_slice(&pattern(*len, *seed, *off));
             }
             Op::Append { path, len, seed } => {
+                if self.flags_of(self.resolve(path)?) & flags::IMMUTABLE != 0 {
+                    return Err(libc::EPERM);
+                }
                 let data = self.file(path)?;
                 let at = data.len() as u64;
                 data.extend_from_slice(&pattern(*len, *seed, at));
             }
             Op::Truncate(p, size) => {
+                self.unlocked(self.resolve(p)?)?;
                 let data = self.file(p)?;
                 data.resize(*size as usize, 0);
             }
             Op::WriteBack | Op::Resize | Op::Checkpoint => {}
+            Op::SetFlags(p, f) => {
+                let i = self.resolve(p)?;
+                // DIRSYNC is kept on directories only (as ext4 does).
+                let f = if self.is_dir(i) {
+                    *f
+                } else {
+                    *f & !flags::DIRSYNC
+                };
+                if f == 0 {
+                    self.flags.remove(&i);
+                } else {
+                    self.flags.insert(i, f);
+                }
+            }
             Op::Punch { path, off, len } => {
+                // Linux's vfs_fallocate: nothing on an immutable file, and no punch
+                // on an append-only one.
+                let i = self.resolve(path)?;
+                self.unlocked(i)?;
+                // fallocate of a symlink: EOPNOTSUPP, as the engine has it.
+                if matches!(self.nodes.get(&i), Some(Node::Symlink { .. })) {
+                    return Err(libc::EOPNOTSUPP);
+                }
                 let data = self.file(path)?;
                 let end = ((off + len) as usize).min(data.len());
                 if (*off as usize) < end {
@@ -217,6 +279,7 @@ impl Model {
                 seed,
             } => {
                 let i = self.resolve(path)?;
+                self.unlocked(i)?;
                 match self.nodes.get_mut(&i) {
                     Some(Node::File { xattrs, .. }) | Some(Node::Dir { xattrs, .. }) => {
                         xattrs.insert(name.clone(), pattern(*len, *seed, 0));
@@ -228,6 +291,7 @@ impl Model {
             }
             Op::RemoveXattr(p, n) => {
                 let i = self.resolve(p)?;
+                self.unlocked(i)?;
                 match self.nodes.get_mut(&i) {
                     Some(Node::File { xattrs, .. }) | Some(Node::Dir { xattrs, .. }) => {
                         xattrs.remove(n).ok_or(libc::ENODATA)?;
@@ -237,6 +301,7 @@ impl Model {
             }
             Op::Chmod(p, m) => {
                 let i = self.resolve(p)?;
+                self.unlocked(i)?;
                 match self.nodes.get_mut(&i) {
                     Some(Node::File { mode, xattrs, .. })
                     | Some(Node::Dir { mode, xattrs, .. }) => {
@@ -256,6 +321,9 @@ impl Model {
             }
             Op::SetAcl { path, uid, perms } => {
                 let i = self.resolve(path)?;
+                if !matches!(self.nodes.get(&i), Some(Node::Symlink { .. })) {
+                    self.unlocked(i)?;
+                }
                 match self.nodes.get_mut(&i) {
                     Some(Node::File { mode, xattrs, .. })
                     | Some(Node::Dir { mode, xattrs, .. }) => {
@@ -275,6 +343,9 @@ impl Model {
                 if c.is_some() {
                     return Err(libc::EEXIST);
                 }
+                // Linux's vfs_link: no new link to an immutable or append-only inode.
+                self.dir_writable(d)?;
+                self.unlocked(src)?;
                 match self.nodes.get_mut(&src) {
                     Some(Node::File { nlink, .. }) | Some(Node::Symlink { nlink, .. }) => {
                         *nlink += 1
@@ -289,16 +360,23 @@ impl Model {
                 if self.is_dir(c) {
                     return Err(libc::EISDIR);
                 }
+                // Nothing leaves an immutable or append-only directory, and an
+                // immutable or append-only inode keeps its names.
+                self.unlocked(d)?;
+                self.unlocked(c)?;
                 self.names_mut(d).remove(n);
                 self.drop_name(c);
             }
             Op::Rmdir(p) => {
                 let (d, n, c) = self.lookup(p)?;
                 let c = c.ok_or(libc::ENOENT)?;
-                match self.names(c) {
-                    None => return Err(libc::ENOTDIR),
-                    Some(m) if !m.is_empty() => return Err(libc::ENOTEMPTY),
-                    _ => {}
+                if self.names(c).is_none() {
+                    return Err(libc::ENOTDIR);
+                }
+                self.unlocked(d)?;
+                self.unlocked(c)?;
+                if self.names(c).is_some_and(|m| !m.is_empty()) {
+                    return Err(libc::ENOTEMPTY);
                 }
                 self.names_mut(d).remove(n);
                 self.nodes.remove(&c);
@@ -308,6 +386,7 @@ impl Model {
                 if c.is_some() {
                     return Err(libc::EEXIST);
                 }
+                self.dir_writable(d)?;
                 let id = self.add(Node::Symlink {
                     target: target.clone(),
                     nlink: 1,
@@ -349,6 +428,18 @@ impl Model {
                         return Err(libc::EINVAL);
                     }
                 }
+                // Linux's may_delete and may_create: the source leaves its
+                // directory, a replaced (or exchanged) target leaves its one, and a
+                // new name needs a directory that is not immutable.
+                self.unlocked(od)?;
+                self.unlocked(s)?;
+                match t {
+                    Some(t) => {
+                        self.unlocked(nd)?;
+                        self.unlocked(t)?;
+                    }
+                    None => self.dir_writable(nd)?,
+                }
                 if let (Some(t), false) = (t, exchange) {
                     if td && self.names(t).is_some_and(|m| !m.is_empty()) {
                         return Err(libc::ENOTEMPTY);
@@ -384,9 +475,10 @@ impl Model {
             _ => (0, String::new()),
         };
         out.push(format!(
-            "{path}/ dir nlink={} mode={:o}{xa}",
+            "{path}/ dir nlink={} mode={:o}{xa}{}",
             2 + self.subdirs(d),
-            mode & 0o7777
+            mode & 0o7777,
+            flags_suffix(self.flags_of(d))
         ));
         let Some(names) = self.names(d) else { return };
         for (name, &c) in names {
@@ -404,20 +496,22 @@ impl Model {
             };
             match &self.nodes[&c] {
                 Node::Dir { .. } => self.walk(c, &p, out, first),
-                Node::Symlink { target, nlink } => {
-                    out.push(format!("{p} symlink -> {target} nlink={nlink}{alias}"))
-                }
+                Node::Symlink { target, nlink } => out.push(format!(
+                    "{p} symlink -> {target} nlink={nlink}{alias}{}",
+                    flags_suffix(self.flags_of(c))
+                )),
                 Node::File {
                     data,
                     mode,
                     nlink,
                     xattrs,
                 } => out.push(format!(
-                    "{p} file size={} nlink={nlink} mode={:o} data={:016x}{alias}{}",
+                    "{p} file size={} nlink={nlink} mode={:o} data={:016x}{alias}{}{}",
                     data.len(),
                     mode & 0o7777,
                     fnv(data),
-                    xattr_list(xattrs)
+                    xattr_list(xattrs),
+                    flags_suffix(self.flags_of(c))
                 )),
             }
         }

@@ -92,6 +92,8 @@ pub enum Op {
     },
     /// Remove extended attribute `name`.
     RemoveXattr(String, String),
+    /// Set the inode flags (`chattr`, `FS_IOC_SETFLAGS`: [`flags`]) to exactly these.
+    SetFlags(String, u32),
     /// Set a POSIX access ACL of five entries: owner, the named user `uid`, owning
     /// group, mask, other (`perms` in that order); the mode follows it in the same
     /// commit.
@@ -103,6 +105,46 @@ pub enum Op {
         /// Permissions of owner, named user, owning group, mask, other.
         perms: [u16; 5],
     },
+}
+
+/// Inode flags, Linux's `FS_*_FL` values (written out here, not taken from the
+/// engine, so the oracle stays independent of it).
+pub mod flags {
+    /// `S`: synchronous updates.
+    pub const SYNC: u32 = 0x8;
+    /// `i`: immutable.
+    pub const IMMUTABLE: u32 = 0x10;
+    /// `a`: append only.
+    pub const APPEND: u32 = 0x20;
+    /// `d`: no dump.
+    pub const NODUMP: u32 = 0x40;
+    /// `A`: no atime updates.
+    pub const NOATIME: u32 = 0x80;
+    /// `D`: synchronous directory updates (kept on directories only).
+    pub const DIRSYNC: u32 = 0x1_0000;
+    /// `chattr`'s letter of each.
+    pub const LETTERS: [(u32, char); 6] = [
+        (SYNC, 'S'),
+        (IMMUTABLE, 'i'),
+        (APPEND, 'a'),
+        (NODUMP, 'd'),
+        (NOATIME, 'A'),
+        (DIRSYNC, 'D'),
+    ];
+
+    /// The flags as `chattr` letters (`-` for none).
+    pub fn letters(f: u32) -> String {
+        let s: String = LETTERS
+            .iter()
+            .filter(|(b, _)| f & b != 0)
+            .map(|&(_, c)| c)
+            .collect();
+        if s.is_empty() {
+            "-".into()
+        } else {
+            s
+        }
+    }
 }
 
 /// The xattr form of the five-entry ACL of [`Op::SetAcl`] (written out here, not
@@ -158,6 +200,7 @@ impl fmt::Display for Op {
             Op::SetAcl { path, uid, perms } => {
                 write!(f, "setfacl({path}, u:{uid}, perms {perms:?})")
             }
+            Op::SetFlags(p, fl) => write!(f, "chattr({p}, ={})", flags::letters(*fl)),
         }
     }
 }
@@ -435,7 +478,58 @@ pub fn seq1() -> Vec<Vec<Op>> {
         w("foo", 0, 4096, 61),
         w("foo", 100, 50, 62),
     ]);
+    // Last: earlier workloads keep their numbers (tests name them).
+    v.extend(flag_sequences());
     v
+}
+
+fn chattr(path: &str, f: u32) -> Op {
+    Op::SetFlags(s(path), f)
+}
+
+/// The seq-1 sequences of inode flags (one log entry each: set, replaced, removed),
+/// with the changes the flags forbid refused (EPERM) and those they allow done.
+pub fn flag_sequences() -> Vec<Vec<Op>> {
+    use flags::*;
+    vec![
+        // A new file (not explored: other workloads are) made immutable and
+        // no-dump, cleared, made append-only: a write is refused while it is
+        // immutable, an append allowed and a truncate refused while it is
+        // append-only.
+        vec![
+            Op::Creat(s("A/f")),
+            w("A/f", 0, 4096, 70),
+            Op::Checkpoint,
+            chattr("A/f", IMMUTABLE | NODUMP),
+            w("A/f", 100, 10, 71),
+            chattr("A/f", 0),
+            chattr("A/f", APPEND),
+            Op::Append {
+                path: s("A/f"),
+                len: 64,
+                seed: 72,
+            },
+            Op::Truncate(s("A/f"), 0),
+        ],
+        // Flags follow the inode through a rename, change from one set to another,
+        // refuse a link and an unlink (append-only) and a new name in an immutable
+        // directory; DIRSYNC stays on a directory only; an unlinked inode's flags
+        // go with it (a new file, which may take its number, has none).
+        vec![
+            chattr("foo", NODUMP | NOATIME),
+            rename("foo", "A/C/foo"),
+            chattr("A/C/foo", APPEND | NODUMP),
+            Op::Link(s("A/C/foo"), s("B/l")),
+            Op::Unlink(s("A/C/foo")),
+            chattr("A", IMMUTABLE | DIRSYNC),
+            Op::Creat(s("A/new")),
+            chattr("bar", SYNC | DIRSYNC),
+            chattr("A/C/foo", NOATIME),
+            Op::Unlink(s("A/C/foo")),
+            Op::Creat(s("B/g")),
+            chattr("A", DIRSYNC),
+        ],
+    ]
 }
 
 /// `seq1` for a small-write mode other than page CoW: the extra operations and
@@ -466,7 +560,8 @@ const PATHS: &[&str] = &[
     "foo", "bar", "baz", "A/foo", "A/C/bar", "B/x", "A", "B", "A/C", "B/D",
 ];
 
-/// `count` seeded random sequences of 5–20 operations.
+/// `count` seeded random sequences of 5–20 operations (inode flags among them:
+/// set, replaced, cleared).
 /// With `small`, a quarter of the operations are sub-page writes or LAWN
 /// write-backs (the other choices draw the same way as without).
 pub fn random(seed: u64, count: usize, small: bool) -> Vec<Vec<Op>> {
@@ -496,7 +591,23 @@ fn random_op(rng: &mut StdRng, small: bool) -> Op {
     // `user.` names (EPERM) on the engine and in the model alike.
     let names = ["user.a", "user.b"];
     let name = |rng: &mut StdRng| s(names[rng.random_range(0..names.len())]);
-    match rng.random_range(0..16) {
+    match rng.random_range(0..17) {
+        16 => {
+            // A set of flags (locking ones among them: the model refuses what
+            // they forbid, as the engine does), or none (a locked inode changes
+            // again).
+            const SETS: [u32; 8] = [
+                0,
+                0,
+                flags::IMMUTABLE,
+                flags::APPEND,
+                flags::NODUMP | flags::NOATIME,
+                flags::IMMUTABLE | flags::NODUMP,
+                flags::APPEND | flags::NOATIME,
+                flags::SYNC | flags::DIRSYNC,
+            ];
+            Op::SetFlags(p(rng), SETS[rng.random_range(0..SETS.len())])
+        }
         14 => Op::SetXattr {
             path: p(rng),
             name: name(rng),
@@ -699,6 +810,28 @@ pub fn apply_fs(fs: &Fs, op: &Op) -> Result<(), i32> {
             fs.setxattr(i, b"system.posix_acl_access", &acl_bytes(*uid, *perms), 0)
                 .map_err(err)
         }
+        Op::SetFlags(p, f) => {
+            let i = resolve(fs, p)?;
+            fs.set_inode_flags(i, *f).map_err(err)
+        }
+    }
+}
+
+/// ` flags=HEX` of inode `ino` (empty without flags), for listings: read through
+/// `Fs::inode_flags`, so a recovered image shows what its replay set.
+fn flags_of(fs: &Fs, ino: Ino, path: &str) -> Result<String, String> {
+    let f = fs
+        .inode_flags(ino)
+        .map_err(|e| format!("inode flags {path}: {e}"))?;
+    Ok(flags_suffix(f))
+}
+
+/// The listing suffix of inode flags `f`.
+pub fn flags_suffix(f: u32) -> String {
+    if f == 0 {
+        String::new()
+    } else {
+        format!(" flags={f:x}")
     }
 }
 
@@ -728,7 +861,8 @@ pub fn xattr_suffix(v: &[String]) -> String {
 }
 
 /// A canonical listing of the whole tree: one line per name, with kind, size, link
-/// count, mode, a hash of the contents, and which earlier name it is a hard link of.
+/// count, mode, a hash of the contents, which earlier name it is a hard link of, its
+/// extended attributes and its inode flags.
 pub fn dump_fs(fs: &Fs) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
     let mut first: std::collections::HashMap<Ino, String> = Default::default();
@@ -747,10 +881,11 @@ fn walk(
         .getattr(dir)
         .map_err(|e| format!("getattr {path}/: {e}"))?;
     out.push(format!(
-        "{path}/ dir nlink={} mode={:o}{}",
+        "{path}/ dir nlink={} mode={:o}{}{}",
         a.nlink,
         a.mode & 0o7777,
-        xattr_list(fs, dir, path)?
+        xattr_list(fs, dir, path)?,
+        flags_of(fs, dir, path)?
     ));
     let mut ents = fs
         .readdir(dir, 0, usize::MAX)
@@ -784,9 +919,10 @@ fn walk(
                 .readlink(e.ino)
                 .map_err(|er| format!("readlink {p}: {er}"))?;
             format!(
-                "{p} symlink -> {} nlink={}{alias}",
+                "{p} symlink -> {} nlink={}{alias}{}",
                 String::from_utf8_lossy(&t),
-                a.nlink
+                a.nlink,
+                flags_of(fs, e.ino, &p)?
             )
         } else {
             let mut b = vec![0u8; a.size as usize];
@@ -797,12 +933,13 @@ fn walk(
                 return Err(format!("read {p}: {n} of {} bytes", b.len()));
             }
             format!(
-                "{p} file size={} nlink={} mode={:o} data={:016x}{alias}{}",
+                "{p} file size={} nlink={} mode={:o} data={:016x}{alias}{}{}",
                 a.size,
                 a.nlink,
                 a.mode & 0o7777,
                 fnv(&b),
-                xattr_list(fs, e.ino, &p)?
+                xattr_list(fs, e.ino, &p)?,
+                flags_of(fs, e.ino, &p)?
             )
         };
         out.push(line);

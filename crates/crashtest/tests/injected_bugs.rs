@@ -3,7 +3,7 @@
 //! one after another); the LAWN bugs with the `lawn` small-write mode, the bugs of the
 //! concurrent append protocol on the multi-writer workload. The journal and allocator
 //! bugs are run on 2-CPU images as well, the LAWN bugs of page-format descriptors on
-//! version-6 images.
+//! version-6 images. The inode-flag bug is caught by the seq-1 flag sequences.
 
 use crashtest::{Config, Kind};
 use mnemofs::SmallWriteMode;
@@ -28,6 +28,8 @@ fn every_injected_bug_is_caught() {
         ("lawn-descriptor-before-data", Kind::Seq1, 0),
         ("lawn-descriptor-kept-on-reuse", Kind::Seq1, 7),
         ("lawn-sum-unchecked", Kind::Seq1, 2),
+        // The inode-flag sequences: the first sets and clears two flags at once.
+        ("inode-flags-one-at-a-time", Kind::Seq1, 39),
     ];
     assert_eq!(
         cases.len(),

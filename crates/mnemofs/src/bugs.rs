@@ -57,6 +57,9 @@ pub enum Bug {
     /// LAWN recovery takes a run without checking its slots against the descriptor's
     /// sum (needs --small-write lawn).
     LawnSumUnchecked,
+    /// Setting an inode's flags commits each flag that changes in a commit of its
+    /// own, so a crash can leave some of them changed and others not.
+    InodeFlagsOneAtATime,
 }
 
 /// Name, bug and what it does.
@@ -152,6 +155,12 @@ pub const ALL: &[(&str, Bug, &str)] = &[
         "LAWN recovery takes a run without checking its slots against its descriptor's sum, \
          so a zone write cut before its one fence can surface half written (needs \
          --small-write lawn)",
+    ),
+    (
+        "inode-flags-one-at-a-time",
+        Bug::InodeFlagsOneAtATime,
+        "setting an inode's flags (chattr) commits each flag that changes in a commit of its \
+         own, so a crash can leave a mix of the old and the new flags",
     ),
 ];
 

@@ -1053,6 +1053,28 @@ impl Namespace<'_> {
             };
         }
         let now = Timespec::now();
+        if bugs::on(Bug::InodeFlagsOneAtATime) {
+            // Each flag that changes in a commit of its own, lowest bit first.
+            let mut cur = s.index.inode_flags();
+            let mut changed = cur ^ flags;
+            while changed != 0 {
+                let bit = changed & changed.wrapping_neg();
+                changed &= !bit;
+                cur ^= bit;
+                let e = if cur != 0 {
+                    xattr_set(XATTR_FLAGS, cur.to_le_bytes().to_vec(), now)
+                } else {
+                    Entry::Xattr {
+                        op: XATTR_REMOVE,
+                        name: XATTR_FLAGS.to_vec(),
+                        value: Vec::new(),
+                        ctime: now,
+                    }
+                };
+                self.data.commit(&mut [(&mut *s, vec![e])], &[])?;
+            }
+            return Ok(());
+        }
         let e = if flags != 0 {
             xattr_set(XATTR_FLAGS, flags.to_le_bytes().to_vec(), now)
         } else if s.xattrs.contains_key(XATTR_FLAGS) {
