@@ -4,26 +4,8 @@
 //! read-only mount, and a second mount of the same image refused in one line.
 
 mod common;
+use common::{ok, sh};
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn sh(cmd: &str, args: &[&str]) -> Output {
-    Command::new(cmd)
-        .args(args)
-        // The helper runs this build's binary.
-        .env("MNEMOFS_BIN", common::bin())
-        .output()
-        .unwrap_or_else(|e| panic!("run {cmd}: {e}"))
-}
-
-fn ok(o: &Output, what: &str) {
-    assert!(
-        o.status.success(),
-        "{what}: {}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
 
 fn findmnt(mnt: &Path, col: &str) -> String {
     let o = sh("findmnt", &["-n", "-o", col, mnt.to_str().unwrap()]);
@@ -32,19 +14,7 @@ fn findmnt(mnt: &Path, col: &str) -> String {
 
 #[test]
 fn mount_t_fuse_mnemofs_fstab_and_umount_image() {
-    if !Path::new("/sbin/mount.fuse.mnemofs").exists() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        ok(
-            &sh(
-                "bash",
-                &[root
-                    .join("scripts/install-mount-helper.sh")
-                    .to_str()
-                    .unwrap()],
-            ),
-            "install the mount helper",
-        );
-    }
+    common::install_mount_helper();
     let e = common::env("64M");
     let img = std::fs::canonicalize(&e.img).unwrap();
     let (imgs, mnt) = (img.to_str().unwrap(), e.mnt.to_str().unwrap());

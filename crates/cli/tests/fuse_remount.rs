@@ -6,43 +6,9 @@
 //! and the image is clean (no recovery needed) from the moment it is read-only.
 
 mod common;
+use common::{install_mount_helper as install_helper, ok, sh};
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn sh(cmd: &str, args: &[&str]) -> Output {
-    Command::new(cmd)
-        .args(args)
-        // The helper runs this build's binary.
-        .env("MNEMOFS_BIN", common::bin())
-        .output()
-        .unwrap_or_else(|e| panic!("run {cmd}: {e}"))
-}
-
-fn ok(o: &Output, what: &str) {
-    assert!(
-        o.status.success(),
-        "{what}: {}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
-fn install_helper() {
-    if !Path::new("/sbin/mount.fuse.mnemofs").exists() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        ok(
-            &sh(
-                "bash",
-                &[root
-                    .join("scripts/install-mount-helper.sh")
-                    .to_str()
-                    .unwrap()],
-            ),
-            "install the mount helper",
-        );
-    }
-}
 
 fn vfs_options(mnt: &Path) -> String {
     let o = sh(

@@ -23,6 +23,10 @@ pub struct MountEntry {
     pub fstype: String,
     /// Mount source (the `fsname` of a FUSE mount).
     pub source: OsString,
+    /// The mount's own options (`rw`/`ro`, `nosuid`, `noatime`, …).
+    pub options: Vec<String>,
+    /// Its super block's options (`rw`/`ro`, `sync`, `user_id=0`, …).
+    pub super_options: Vec<String>,
 }
 
 /// Checks that `path` can be mounted on: it exists, is a directory, is not a mount
@@ -107,10 +111,21 @@ pub fn parse_mountinfo(text: &[u8]) -> Vec<MountEntry> {
         if fields.len() < 5 || sep < 6 || fields.len() < sep + 3 {
             continue;
         }
+        let list = |f: Option<&&[u8]>| -> Vec<String> {
+            f.map(|f| {
+                String::from_utf8_lossy(f)
+                    .split(',')
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+        };
         out.push(MountEntry {
             mount_point: PathBuf::from(OsString::from_vec(unescape(fields[4]))),
             fstype: String::from_utf8_lossy(&unescape(fields[sep + 1])).into_owned(),
             source: OsString::from_vec(unescape(fields[sep + 2])),
+            options: list(fields.get(5)),
+            super_options: list(fields.get(sep + 3)),
         });
     }
     out

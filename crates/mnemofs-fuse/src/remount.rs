@@ -8,7 +8,7 @@
 use mnemofs::{AtimeMode, FileSystem};
 use std::io::{Read, Seek};
 use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::{self, JoinHandle};
@@ -22,54 +22,16 @@ pub struct MountFlags {
     pub atime: AtimeMode,
 }
 
-/// Undoes mountinfo's octal escapes (`\040` for a space, `\011`, `\012`, `\134`).
-fn unescape(field: &str) -> PathBuf {
-    use std::os::unix::ffi::OsStringExt;
-    let b = field.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            let v = (b[i + 1] - b'0') as u32 * 64
-                + (b[i + 2] - b'0') as u32 * 8
-                + (b[i + 3] - b'0') as u32;
-            if let Ok(c) = u8::try_from(v) {
-                out.push(c);
-                i += 4;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    PathBuf::from(std::ffi::OsString::from_vec(out))
-}
-
 /// The options of the topmost mount on `mountpoint` of type `fuse.mnemofs` (or
 /// `fuse`) in `mountinfo` (the text of /proc/self/mountinfo): the mount's own
 /// (`ro`, `nosuid`, `noatime`, …) and its super block's (`ro`, `sync`, `dirsync`,
 /// …); `None` when there is none (unmounted).
 pub fn options_in(mountinfo: &str, mountpoint: &Path) -> Option<(Vec<String>, Vec<String>)> {
-    let mut found = None;
-    for line in mountinfo.lines() {
-        let Some((left, right)) = line.split_once(" - ") else {
-            continue;
-        };
-        let f: Vec<&str> = left.split(' ').collect();
-        let r: Vec<&str> = right.split(' ').collect();
-        if f.len() < 6 || r.len() < 3 {
-            continue;
-        }
-        if !(r[0] == "fuse.mnemofs" || r[0] == "fuse") || unescape(f[4]) != mountpoint {
-            continue;
-        }
-        let split = |s: &str| s.split(',').map(str::to_string).collect::<Vec<_>>();
-        found = Some((split(f[5]), split(r[2])));
-    }
-    found
+    crate::mountpoint::parse_mountinfo(mountinfo.as_bytes())
+        .into_iter()
+        .rev()
+        .find(|m| m.mount_point == mountpoint && (m.fstype == "fuse.mnemofs" || m.fstype == "fuse"))
+        .map(|m| (m.options, m.super_options))
 }
 
 /// The flags of the topmost mount on `mountpoint` ([`options_in`]); `None` when

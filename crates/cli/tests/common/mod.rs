@@ -150,3 +150,39 @@ impl Drop for Env {
         }
     }
 }
+
+/// Runs `cmd` with this build's binary as the mount helper's (`MNEMOFS_BIN`).
+pub fn sh(cmd: &str, args: &[&str]) -> Output {
+    Command::new(cmd)
+        .args(args)
+        .env("MNEMOFS_BIN", bin())
+        .output()
+        .unwrap_or_else(|e| panic!("run {cmd}: {e}"))
+}
+
+/// Asserts that `o` succeeded, showing its output when not.
+pub fn ok(o: &Output, what: &str) {
+    assert!(
+        o.status.success(),
+        "{what}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Installs the `mount.fuse.mnemofs` helper unless it is there.
+pub fn install_mount_helper() {
+    if !Path::new("/sbin/mount.fuse.mnemofs").exists() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        ok(
+            &sh(
+                "bash",
+                &[root
+                    .join("scripts/install-mount-helper.sh")
+                    .to_str()
+                    .unwrap()],
+            ),
+            "install the mount helper",
+        );
+    }
+}
