@@ -965,7 +965,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
 
     fn ioctl(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         _flags: IoctlFlags,
@@ -978,7 +978,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         if cmd == crate::ioctl::FITRIM || cmd == crate::ioctl::FS_IOC_SETFSLABEL {
             // As every Linux file system's FITRIM and SETFSLABEL: CAP_SYS_ADMIN only.
             const CAP_SYS_ADMIN: u32 = 21;
-            if !has_cap(_req, CAP_SYS_ADMIN) {
+            if !has_cap(req, CAP_SYS_ADMIN) {
                 return reply.error(Errno::EPERM);
             }
         }
