@@ -13,16 +13,24 @@
 //!   of file that span a few segments ([`FileLock::write_within`]: a small file
 //!   written whole takes one lock, not a word per page).
 //!
-//!   The segment words are engaged per file, once the file is shared: until a
-//!   locker of the file first has to wait (a writer for a reader or another writer,
-//!   a reader for a writer), the file is *coarse*: a reader holds only its counter
-//!   of the big reader lock (one locked instruction, released by a plain store) and
-//!   a writer holds the big reader lock exclusively. A file used by one thread at a
-//!   time — almost every file — never walks the segment tree or touches a segment
-//!   word (measured on one thread: random 4 KiB reads of a 64 MiB file cost ~15 %
-//!   more with a segment word per read than with NOVA's inode lock). The first
-//!   wait makes the file *fine* for good (see [`BigReaderLock::adapt`]): from then
-//!   on its readers and writers take segment words as above.
+//!   A segment-mode file goes through three stages, each for good:
+//!   - *private*: while one thread at a time uses it (almost every file: made,
+//!     written, read and removed by one thread), a reader-writer lock in one word
+//!     inside the inode ([`tiny`]), which names that thread. The segment words and
+//!     the big reader lock are not even allocated (its per-thread counters take a
+//!     cache line each: 2 KiB per file on 16 CPUs). The first locker from another
+//!     thread installs them (after the word's holders left) and the file is shared;
+//!   - *coarse*: shared, but until a locker first has to wait (a writer for a
+//!     reader or another writer, a reader for a writer), a reader holds only its
+//!     counter of the big reader lock (one locked instruction, released by a plain
+//!     store) and a writer holds the big reader lock exclusively: threads that read
+//!     a file together touch only their own lines;
+//!   - *fine*: after the first wait (see [`BigReaderLock::adapt`]; at once if the
+//!     locker that made the file shared found the word held against it), readers
+//!     and writers take segment words as above. Neither earlier stage walks the
+//!     segment tree or touches a segment word (measured on one thread: random 4 KiB
+//!     reads of a 64 MiB file cost ~15 % more with a segment word per read than with
+//!     NOVA's inode lock).
 //!
 //! The range modes let writers of disjoint ranges copy their data in parallel and
 //! commit it with the concurrent append protocol of pNOVA §3.3 (`log` module): the
@@ -30,6 +38,7 @@
 
 mod interval;
 mod segment;
+mod tiny;
 
 /// The shuttle harness of the lock models, for other modules' model tests.
 #[cfg(test)]
@@ -43,11 +52,54 @@ use interval::IntervalLock;
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use segment::{SegmentLock, Word};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
 
 pub(crate) enum FileLock {
     Inode(RwLock<()>),
     Interval(IntervalLock),
-    Segment(Box<(SegmentLock, BigReaderLock)>),
+    Segment(SegmentFile),
+}
+
+/// A segment-mode file's lock (module doc): the word of a private file, and the
+/// shared state installed once a second thread came.
+pub(crate) struct SegmentFile {
+    /// [`tiny`]'s word: the lock while the file is private.
+    word: AtomicU32,
+    /// The segment words and the big reader lock, once the file is shared.
+    shared: OnceLock<Box<(SegmentLock, BigReaderLock)>>,
+    segment_size: u64,
+}
+
+impl SegmentFile {
+    /// The shared state, installed by the locker that raised `SHARING` (engaging
+    /// the segment words at once if `held`: a locker found the word held against
+    /// it, the first wait) once the word's holders left; the others wait for it.
+    fn shared(&self, held: bool) -> &(SegmentLock, BigReaderLock) {
+        if let Some(b) = self.shared.get() {
+            return b;
+        }
+        if tiny::begin_sharing(&self.word) {
+            wait::<AtomicU32>(|| tiny::drained(&self.word));
+            let b = Box::new((
+                SegmentLock::new(self.segment_size),
+                BigReaderLock::default(),
+            ));
+            if held {
+                b.1.mode.store(FINE, Ordering::Relaxed);
+            }
+            // Only the locker that raised SHARING sets it, so this cannot fail; the
+            // set publishes the box (OnceLock's release, the getters' acquire).
+            let _ = self.shared.set(b);
+        }
+        let mut step = 0u32;
+        loop {
+            if let Some(b) = self.shared.get() {
+                return b;
+            }
+            <AtomicU32 as Word>::pause(step);
+            step = step.saturating_add(1);
+        }
+    }
 }
 
 /// A held range lock; released on drop, by the thread that took it: not `Send`
@@ -94,6 +146,8 @@ enum Held<'a> {
     Whole(&'a BigReaderLock),
     /// A reader of a coarse file: its counter of the big reader lock alone.
     Reader(&'a BigReaderLock, usize),
+    /// A private file's word, shared or exclusive.
+    Private(&'a AtomicU32, bool),
 }
 
 impl Drop for RangeGuard<'_> {
@@ -131,6 +185,7 @@ impl Drop for RangeGuard<'_> {
             }
             Held::Whole(w) => w.unlock_write(),
             Held::Reader(w, slot) => w.unlock_read(*slot),
+            Held::Private(w, write) => tiny::unlock(*w, *write),
         }
     }
 }
@@ -157,10 +212,11 @@ impl FileLock {
         match mode {
             LockMode::Inode => FileLock::Inode(RwLock::new(())),
             LockMode::Interval => FileLock::Interval(IntervalLock::default()),
-            LockMode::Segment => FileLock::Segment(Box::new((
-                SegmentLock::new(segment_size),
-                BigReaderLock::default(),
-            ))),
+            LockMode::Segment => FileLock::Segment(SegmentFile {
+                word: AtomicU32::new(0),
+                shared: OnceLock::new(),
+                segment_size,
+            }),
         }
     }
 
@@ -175,7 +231,20 @@ impl FileLock {
                 }
             }
             FileLock::Interval(l) => RangeGuard::new(Held::Interval(l, l.lock(s, e, write))),
-            FileLock::Segment(b) => {
+            FileLock::Segment(f) => {
+                let b = match f.shared.get() {
+                    Some(b) => b,
+                    None => {
+                        // The interleaving explorer parks lockers at its points: its
+                        // files are shared and fine from their first lock (below).
+                        let held = crate::interleave::hooked()
+                            || match tiny::try_lock(&f.word, thread_slot() as u32 + 1, write) {
+                                Ok(()) => return RangeGuard::new(Held::Private(&f.word, write)),
+                                Err(share) => share.held,
+                            };
+                        f.shared(held)
+                    }
+                };
                 let (words, whole) = (&b.0, &b.1);
                 if !whole.is_fine() && crate::interleave::hooked() {
                     // The interleaving explorer parks a locker at its points while
@@ -240,7 +309,10 @@ impl FileLock {
     /// Starts loading the lock word of the range starting at `start` into the CPU
     /// cache (a hint; segment mode only).
     pub fn prefetch(&self, start: u64) {
-        if let FileLock::Segment(b) = self {
+        if let FileLock::Segment(f) = self {
+            let Some(b) = f.shared.get() else {
+                return;
+            };
             if !b.1.is_fine() {
                 return;
             }
@@ -266,7 +338,7 @@ impl FileLock {
     /// running beside it. Hence the bound: larger pieces of a parallel fill keep
     /// their segments. (`size` may be stale: either lock is right for the range.)
     pub fn write_within(&self, start: u64, end: u64, size: u64) -> RangeGuard<'_> {
-        if let FileLock::Segment(b) = self {
+        if let Some(b) = self.shared_state() {
             let (s, e) = pages(start, end);
             if s == 0 && e != u64::MAX && e >= size {
                 let (first, last) = b.0.segments(s, e);
@@ -284,8 +356,16 @@ impl FileLock {
     /// words and radix nodes plus the reader counters; 0 otherwise).
     pub fn lock_bytes(&self) -> usize {
         match self {
-            FileLock::Segment(b) => b.0.bytes() + b.1.bytes(),
+            FileLock::Segment(f) => f.shared.get().map_or(0, |b| b.0.bytes() + b.1.bytes()),
             _ => 0,
+        }
+    }
+
+    /// A segment-mode file's shared state, once installed.
+    fn shared_state(&self) -> Option<&(SegmentLock, BigReaderLock)> {
+        match self {
+            FileLock::Segment(f) => f.shared.get().map(|b| &**b),
+            _ => None,
         }
     }
 }
@@ -538,16 +618,25 @@ mod tests {
     #[test]
     fn a_file_takes_segment_words_only_once_a_locker_waited() {
         let lock = Arc::new(FileLock::new(LockMode::Segment, 4096));
-        let FileLock::Segment(b) = &*lock else {
-            unreachable!()
+        // One thread: reads and writes of every kind, nothing allocated.
+        let all_kinds = |lock: &FileLock| {
+            for i in 0..64u64 {
+                drop(lock.read(i * 4096, i * 4096 + 100));
+                drop(lock.write(i * 4096, i * 4096 + 100));
+                drop(lock.write_within(0, 3 * 4096, 3 * 4096));
+                drop(lock.write(0, u64::MAX));
+            }
         };
-        // One thread at a time: reads and writes of every kind, no segment word.
-        for i in 0..64u64 {
-            drop(lock.read(i * 4096, i * 4096 + 100));
-            drop(lock.write(i * 4096, i * 4096 + 100));
-            drop(lock.write_within(0, 3 * 4096, 3 * 4096));
-            drop(lock.write(0, u64::MAX));
-        }
+        all_kinds(&lock);
+        assert!(lock.shared_state().is_none(), "a private file went shared");
+        assert_eq!(lock.lock_bytes(), 0);
+        // Another thread, one at a time: shared, but coarse (no segment word).
+        let l1 = lock.clone();
+        std::thread::spawn(move || all_kinds(&l1)).join().unwrap();
+        all_kinds(&lock);
+        let b = lock
+            .shared_state()
+            .expect("shared once another thread came");
         assert!(!b.1.is_fine());
         assert_eq!(b.0.bytes(), 0, "a coarse file allocated lock words");
         // A reader that has to wait for a writer asks for them (once registered as
@@ -594,10 +683,15 @@ mod tests {
             for h in hs {
                 h.join().unwrap();
             }
-            let FileLock::Segment(b) = &*lock else {
+            // (Threads that ran one after another reused one lease: the file may
+            // still be private.)
+            let FileLock::Segment(f) = &*lock else {
                 unreachable!()
             };
-            assert!(b.1.readers.iter().all(|r| r.load(Ordering::SeqCst) == 0));
+            assert!(tiny::drained(&f.word));
+            if let Some(b) = lock.shared_state() {
+                assert!(b.1.readers.iter().all(|r| r.load(Ordering::SeqCst) == 0));
+            }
             drop(lock.write(0, u64::MAX));
         }
     }
@@ -861,6 +955,91 @@ mod model_tests {
                 }
                 join(ts);
                 assert_eq!(a.word.load(Ordering::SeqCst), 0);
+                assert!(a.lock.readers.iter().all(|r| r.load(Ordering::SeqCst) == 0));
+            },
+            10000,
+        );
+    }
+
+    /// A private file turning shared ([`SegmentFile::shared`] over [`tiny`]'s word):
+    /// lockers from two slots, two threads sharing the second, take the word while
+    /// the file is private, and the big reader lock once a locker raised `SHARING`
+    /// and installed it after the word drained. No writer is ever beside another
+    /// locker, whichever of the two each holds, and everyone finishes.
+    #[test]
+    fn a_private_file_turning_shared_keeps_writers_alone() {
+        struct Staged {
+            word: ModelWord,
+            /// The installed shared state (the `OnceLock` of the real code).
+            installed: ModelWord,
+            lock: BigReaderLock<ModelWord>,
+            occ: AtomicI32,
+        }
+        impl Staged {
+            fn inside(&self, write: bool) {
+                if write {
+                    assert_eq!(self.occ.swap(-1, Ordering::SeqCst), 0, "a writer not alone");
+                    thread::yield_now();
+                    assert_eq!(self.occ.swap(0, Ordering::SeqCst), -1, "a writer not alone");
+                } else {
+                    assert!(
+                        self.occ.fetch_add(1, Ordering::SeqCst) >= 0,
+                        "beside a writer"
+                    );
+                    thread::yield_now();
+                    assert!(
+                        self.occ.fetch_sub(1, Ordering::SeqCst) > 0,
+                        "beside a writer"
+                    );
+                }
+            }
+            fn access(&self, owner: u32, slot: usize, write: bool) {
+                if self.installed.load(Ordering::Acquire) == 0 {
+                    if tiny::try_lock(&self.word, owner, write).is_ok() {
+                        self.inside(write);
+                        tiny::unlock(&self.word, write);
+                        return;
+                    }
+                    if tiny::begin_sharing(&self.word) {
+                        wait::<ModelWord>(|| tiny::drained(&self.word));
+                        self.installed.store(1, Ordering::Release);
+                    }
+                    wait::<ModelWord>(|| self.installed.load(Ordering::Acquire) == 1);
+                }
+                if write {
+                    self.lock.lock_write();
+                    self.inside(true);
+                    self.lock.unlock_write();
+                } else {
+                    self.lock.lock_read_at(slot);
+                    self.inside(false);
+                    self.lock.unlock_read(slot);
+                }
+            }
+        }
+        check(
+            || {
+                let a = Arc::new(Staged {
+                    word: ModelWord::new(0),
+                    installed: ModelWord::new(0),
+                    lock: BigReaderLock::with_slots(2),
+                    occ: AtomicI32::new(0),
+                });
+                let mut ts = Vec::new();
+                for (owner, slot, writes) in [
+                    (1, 0, [false, true, false]),
+                    (2, 1, [true; 3]),
+                    (2, 1, [false; 3]),
+                ] {
+                    let a = a.clone();
+                    ts.push(thread::spawn(move || {
+                        for write in writes {
+                            a.access(owner, slot, write);
+                        }
+                    }));
+                }
+                join(ts);
+                assert!(tiny::drained(&a.word));
                 assert!(a.lock.readers.iter().all(|r| r.load(Ordering::SeqCst) == 0));
             },
             10000,

@@ -29,21 +29,42 @@ fn segment_lock_memory_of_a_1gib_file_touched_at_10_places() {
         },
     )
     .unwrap();
-    let before = fs.lock_memory(f.ino).unwrap();
     let mut x = 42u64;
-    for _ in 0..10 {
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let off = (x >> 16) % ((1 << 30) - 4096);
+    let places: Vec<u64> = (0..10)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 16) % ((1 << 30) - 4096)
+        })
+        .collect();
+    for &off in &places {
         fs.write(f.ino, off, &[7u8; 4096]).unwrap();
     }
+    // One thread: the file is private, its lock one word in the inode.
+    assert_eq!(fs.lock_memory(f.ino).unwrap(), 0);
+    // Two threads writing the same places: shared (the big-reader lock's counters),
+    // and fine once one waited (words for the places touched only).
+    let fs = Arc::new(fs);
+    let ts: Vec<_> = (0..2u8)
+        .map(|t| {
+            let (fs, places) = (fs.clone(), places.clone());
+            std::thread::spawn(move || {
+                for _ in 0..50 {
+                    for &off in &places {
+                        fs.write(f.ino, off, &[t; 4096]).unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in ts {
+        t.join().unwrap();
+    }
     let bytes = fs.lock_memory(f.ino).unwrap();
-    println!(
-        "segment lock memory, 1 GiB file, 10 random 4 KiB writes: {bytes} bytes (before: {before})"
-    );
+    println!("segment lock memory, 1 GiB file, 10 places written by 2 threads: {bytes} bytes");
     assert!(bytes > 0 && bytes <= 1 << 20);
-    fs.unmount().unwrap();
+    Arc::into_inner(fs).unwrap().unmount().unwrap();
 }
 
 #[test]
