@@ -6,11 +6,11 @@
 # volume (crates/crashtest/tests/injected_bugs.rs catches every bug in the other
 # configurations). Each run prints its time.
 # Env (a deeper run than the suite's: raise them, e.g. CRASH_SEQ2_SAMPLE=48
-# CRASH_LAWN_SAMPLE=51 CRASH_DEVICES_SAMPLE=41 CRASH_RANDOM_STATES=40000
+# CRASH_LAWN_SAMPLE=52 CRASH_DEVICES_SAMPLE=42 CRASH_RANDOM_STATES=40000
 # CRASH_MULTI_STATES=40000 CRASH_SMALL_STATES=50000):
 #      CRASH_SEQ2_SAMPLE (seq-2 workloads, default 10), CRASH_LAWN_SAMPLE (seq-1
-#      workloads under LAWN, default 24 of 51), CRASH_DEVICES_SAMPLE (seq-1 workloads
-#      on 2-device volumes, default 16 of 41), CRASH_RANDOM_STATES
+#      workloads under LAWN, default 24 of 52), CRASH_DEVICES_SAMPLE (seq-1 workloads
+#      on 2-device volumes, default 16 of 42), CRASH_RANDOM_STATES
 #      (default 10000), CRASH_MULTI_STATES (default 12000), CRASH_SMALL_STATES
 #      (fine-log seq-1 and LAWN random, default 12500), CRASH_TEAR_STATES (LAWN seq-1
 #      with torn 16-byte stores, per order, default 7500), CRASH_CPUS_STATES (each
@@ -108,9 +108,11 @@ done
 for bug in $("$MNEMOFS" crashtest --list-bugs | awk '{ print $1 }'); do
   mode=cow
   [[ $bug == lawn-* ]] && mode=lawn
-  # The inode-flags bug shows only in the flag workloads, the last of seq-1: those.
+  # The inode-flags bug shows only in the flag workloads (seq-1 39 and 40): those.
   only=()
   [[ $bug == inode-flags-* ]] && only=(--only 39)
+  # The xattr bug shows in the large-xattr sequence (seq-1's last).
+  [[ $bug == xattr-parts-* ]] && only=(--only 41)
   bug_run --devices 2 --workload seq1 --small-write "$mode" --inject-bug "$bug" \
     --no-recovery-crashes "${only[@]}"
   if ((rc == 0)) && [[ $mode == lawn ]]; then

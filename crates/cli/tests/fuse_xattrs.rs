@@ -1,7 +1,7 @@
 //! Scenario: the same sequence of xattr calls (set, get, size query, list, remove;
 //! flags, namespaces, name lengths, symlinks, directories) on a tmpfs directory and on
-//! a mnemofs mount gives the same results and errnos; the attributes survive a
-//! remount.
+//! a mnemofs mount gives the same results and errnos, values of Linux's largest size
+//! included; the attributes survive a remount.
 
 mod common;
 use common::xattr::{get, list, remove, set};
@@ -74,6 +74,37 @@ fn sequence(dir: &Path) -> Vec<String> {
     log("remove again", format!("{:?}", remove(&f, b"user.a")));
     log("get removed", format!("{:?}", get(&f, b"user.a", 100)));
     log("list after", format!("{:?}", list(&f)));
+    // Linux's largest value (64 KiB), on a file and a directory; one byte more is
+    // refused by the kernel.
+    let big: Vec<u8> = (0..65536u32).map(|i| (i * 7 + i / 251) as u8).collect();
+    log(
+        "largest value",
+        format!("{:?}", set(&f, b"trusted.big", &big, 0, true)),
+    );
+    log(
+        "get largest",
+        format!("{:?}", get(&f, b"trusted.big", 65536).map(|v| v == big)),
+    );
+    log(
+        "size of largest",
+        format!("{:?}", get(&f, b"trusted.big", 0)),
+    );
+    log(
+        "largest on dir",
+        format!("{:?}", set(&d, b"user.big", &big[..40000], 0, true)),
+    );
+    log(
+        "get largest on dir",
+        format!(
+            "{:?}",
+            get(&d, b"user.big", 65536).map(|v| v == big[..40000])
+        ),
+    );
+    let more = [big.as_slice(), b"x"].concat();
+    log(
+        "one byte more",
+        format!("{:?}", set(&f, b"trusted.big2", &more, 0, true)),
+    );
     out
 }
 
@@ -95,5 +126,6 @@ fn xattr_calls_match_tmpfs() {
     assert_eq!(get(&f, b"trusted.t", 100), Ok(b"tv".to_vec()));
     assert_eq!(get(&e.mnt.join("d"), b"user.d", 100), Ok(b"dv".to_vec()));
     assert_eq!(get(&f, b"user.a", 100), Err(libc::ENODATA));
+    assert_eq!(get(&f, b"trusted.big", 65536).map(|v| v.len()), Ok(65536));
     common::unmount(&e);
 }

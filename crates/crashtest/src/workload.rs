@@ -480,7 +480,21 @@ pub fn seq1() -> Vec<Vec<Op>> {
     ]);
     // Last: earlier workloads keep their numbers (tests name them).
     v.extend(flag_sequences());
+    v.push(large_xattr_sequence());
     v
+}
+
+/// Values longer than one log entry holds (a SET and continuations in one commit):
+/// set (2 entries), replaced by Linux's largest (17), by a short one (1), removed;
+/// a directory's too (2).
+pub fn large_xattr_sequence() -> Vec<Op> {
+    vec![
+        xattr("foo", "user.big", 5000, 80),
+        xattr("foo", "user.big", 65536, 81),
+        xattr("foo", "user.big", 100, 82),
+        Op::RemoveXattr(s("foo"), s("user.big")),
+        xattr("A", "user.dir", 4500, 83),
+    ]
 }
 
 fn chattr(path: &str, f: u32) -> Op {

@@ -3,7 +3,8 @@
 //! one after another); the LAWN bugs with the `lawn` small-write mode, the bugs of the
 //! concurrent append protocol on the multi-writer workload. The journal and allocator
 //! bugs are run on 2-CPU images as well, the LAWN bugs of page-format descriptors on
-//! version-6 images. The inode-flag bug is caught by the seq-1 flag sequences.
+//! version-6 images. The inode-flag bug is caught by the seq-1 flag sequences, the xattr bug by its
+//! large-xattr sequence.
 
 use crashtest::{Config, Kind};
 use mnemofs::SmallWriteMode;
@@ -30,6 +31,8 @@ fn every_injected_bug_is_caught() {
         ("lawn-sum-unchecked", Kind::Seq1, 2),
         // The inode-flag sequences: the first sets and clears two flags at once.
         ("inode-flags-one-at-a-time", Kind::Seq1, 39),
+        // The large-xattr sequence: its first value is a SET and two continuations.
+        ("xattr-parts-apart", Kind::Seq1, 41),
     ];
     assert_eq!(
         cases.len(),

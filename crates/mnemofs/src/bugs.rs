@@ -60,6 +60,9 @@ pub enum Bug {
     /// Setting an inode's flags commits each flag that changes in a commit of its
     /// own, so a crash can leave some of them changed and others not.
     InodeFlagsOneAtATime,
+    /// An xattr value longer than one log entry commits its SET and each
+    /// continuation in commits of their own.
+    XattrPartsApart,
 }
 
 /// Name, bug and what it does.
@@ -161,6 +164,12 @@ pub const ALL: &[(&str, Bug, &str)] = &[
         Bug::InodeFlagsOneAtATime,
         "setting an inode's flags (chattr) commits each flag that changes in a commit of its \
          own, so a crash can leave a mix of the old and the new flags",
+    ),
+    (
+        "xattr-parts-apart",
+        Bug::XattrPartsApart,
+        "an xattr value longer than one log entry commits its first part and each \
+         continuation in commits of their own, so a crash can leave the value cut short",
     ),
 ];
 

@@ -36,6 +36,9 @@ pub enum FsError {
     /// The file would exceed the largest size (EFBIG).
     #[error("file too large")]
     TooBig,
+    /// An argument is longer than Linux takes, e.g. an xattr value over 64 KiB (E2BIG).
+    #[error("argument list too long")]
+    ArgTooBig,
     /// The operation is not permitted on this inode (EPERM).
     #[error("operation not permitted")]
     NotPermitted,
@@ -110,6 +113,7 @@ impl self::FsError {
             FsError::NoSpace => libc::ENOSPC,
             FsError::TooManyLinks => libc::EMLINK,
             FsError::TooBig => libc::EFBIG,
+            FsError::ArgTooBig => libc::E2BIG,
             FsError::NotPermitted => libc::EPERM,
             FsError::Unsupported(_) => libc::EOPNOTSUPP,
             FsError::Stale(_) => libc::ESTALE,

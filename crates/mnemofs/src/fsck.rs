@@ -102,10 +102,22 @@ pub(crate) fn fsck_vol(pm: &Vol) -> Result<FsckReport> {
         // The engine leaves an ACL it cannot decode alone (no inheritance, no
         // chmod rewrite) and the kernel refuses it: name it here.
         for (name, (value, _)) in &s.xattrs {
+            let shown = name.escape_ascii();
+            // Values span entries only from version 9 (a SET and continuations).
+            let max = if loaded.geo.large_xattrs {
+                crate::format::XATTR_SIZE_MAX
+            } else {
+                crate::format::XATTR_VALUE_MAX
+            };
+            if value.len() > max {
+                r.problems.push(format!(
+                    "inode {ino}: {shown} has a value of {} bytes (at most {max})",
+                    value.len()
+                ));
+            }
             if !acl::is_acl_name(name) {
                 continue;
             }
-            let shown = name.escape_ascii();
             if acl::Acl::decode(value).is_err() {
                 r.problems
                     .push(format!("inode {ino}: {shown} is not a valid POSIX ACL"));

@@ -13,7 +13,11 @@
 //!
 //! Pinned entries only go away in thorough GC, which rewrites the state from scratch.
 
-use crate::format::{Entry, BLOCK, DENTRY_ADD, SETATTR_SHRINK, XATTR_SET};
+use crate::format::{Entry, BLOCK, DENTRY_ADD, SETATTR_SHRINK, XATTR_MORE, XATTR_SET};
+
+/// The log offsets of the entries that set one xattr's value (a SET and its
+/// continuations).
+pub type XattrEntries = smallvec::SmallVec<[u64; 1]>;
 use crate::index::PageIndex;
 use crate::lock::FileLock;
 use crate::log::LogState;
@@ -73,8 +77,9 @@ pub(crate) struct InodeState {
     pub log: LogState,
     pub pages: PageMap,
     pub dir: Option<DirState>,
-    /// Extended attributes: name → (value, offset of the entry that set it).
-    pub xattrs: BTreeMap<Vec<u8>, (Vec<u8>, u64)>,
+    /// Extended attributes: name → (value, offsets of the entries that set it: the
+    /// SET and its continuations, docs/FORMAT.md §2.5).
+    pub xattrs: BTreeMap<Vec<u8>, (Vec<u8>, XattrEntries)>,
     /// The slot's generation (docs/FORMAT.md §2.2): export handles carry it.
     pub generation: u32,
     /// Parent directory (directories only).
@@ -268,18 +273,45 @@ impl InodeState {
                 name,
                 value,
                 ctime,
+            } if *op == XATTR_MORE => {
+                self.ctime = *ctime;
+                self.add_live(off, units, 1);
+                // More of the value the SET just before it began (same commit). A
+                // continuation whose SET fast GC dropped is dead: a later SET or
+                // removal of the name (later in the log) replaces what it makes.
+                match self.xattrs.get_mut(name) {
+                    Some((v, offs)) => {
+                        v.extend_from_slice(value);
+                        offs.push(off);
+                    }
+                    None => {
+                        self.xattrs.insert(
+                            name.clone(),
+                            (value.clone(), XattrEntries::from_elem(off, 1)),
+                        );
+                    }
+                }
+            }
+            Entry::Xattr {
+                op,
+                name,
+                value,
+                ctime,
             } => {
                 self.ctime = *ctime;
                 let old = self.xattrs.remove(name);
                 if *op == XATTR_SET {
                     self.add_live(off, units, 1);
-                    self.xattrs.insert(name.clone(), (value.clone(), off));
+                    self.xattrs.insert(
+                        name.clone(),
+                        (value.clone(), XattrEntries::from_elem(off, 1)),
+                    );
                 } else {
                     // Pinned, as a dentry removal: losing it to fast GC while the
                     // set it undoes survives would bring the attribute back.
                     self.add_live(off, units, 0);
                 }
-                if let Some((_, o)) = old {
+                for o in old.map(|(_, offs)| offs).unwrap_or_default() {
                     self.unref(o);
                 }
                 if name.as_slice() == crate::format::XATTR_FLAGS {
@@ -419,12 +451,7 @@ impl InodeState {
             }
         }
         for (name, (value, _)) in &self.xattrs {
-            v.push(Entry::Xattr {
-                op: XATTR_SET,
-                name: name.clone(),
-                value: value.clone(),
-                ctime: self.ctime,
-            });
+            v.extend(crate::format::xattr_set_entries(name, value, self.ctime));
         }
         v.push(Entry::Link {
             nlink: self.nlink,

@@ -12,8 +12,8 @@ use crate::bugs::{self, Bug};
 use crate::data::{DataPlane, MAX_FILE_SIZE};
 use crate::error::{FsError, Result};
 use crate::format::{
-    xattr_namespace, Entry, BLOCK, DENTRY_ADD, DENTRY_REMOVE, INO_VALID_OFF, XATTR_FLAGS,
-    XATTR_REMOVE, XATTR_SET, XATTR_VALUE_MAX,
+    xattr_namespace, xattr_set_entries, Entry, BLOCK, DENTRY_ADD, DENTRY_REMOVE, INO_VALID_OFF,
+    XATTR_FLAGS, XATTR_REMOVE, XATTR_SIZE_MAX, XATTR_VALUE_MAX,
 };
 use crate::inode::{DirSlot, Inode, InodeState, FIRST_COOKIE};
 use crate::itable::{Guard, InodeTable};
@@ -42,8 +42,10 @@ fn st(locked: &Locked, ino: Ino) -> &InodeState {
     &locked[i].1
 }
 
-/// Bytes of names and values one inode's extended attributes may hold in all.
-pub(crate) const XATTR_TOTAL_MAX: usize = 64 << 10;
+/// Bytes of names and values one inode's extended attributes may hold in all (they
+/// are kept in DRAM while the file system is mounted): four values of Linux's
+/// largest size.
+pub(crate) const XATTR_TOTAL_MAX: usize = 256 << 10;
 
 /// An extended attribute name the file system takes: 1..=255 bytes (ERANGE
 /// otherwise, as Linux), no NUL, in a namespace mnemofs stores (EOPNOTSUPP).
@@ -90,14 +92,10 @@ fn xattr_room(s: &InodeState, name: &[u8], len: usize) -> Result<()> {
     Ok(())
 }
 
-/// An Xattr entry that sets `name` to `value`.
-fn xattr_set(name: &[u8], value: Vec<u8>, ctime: Timespec) -> Entry {
-    Entry::Xattr {
-        op: XATTR_SET,
-        name: name.to_vec(),
-        value,
-        ctime,
-    }
+/// The Xattr entries that set `name` to `value` (a SET, and continuations for a
+/// value longer than one entry holds: `xattr_set_entries`).
+fn xattr_set(name: &[u8], value: Vec<u8>, ctime: Timespec) -> Vec<Entry> {
+    xattr_set_entries(name, &value, ctime)
 }
 
 fn dir_slot(s: &InodeState, name: &[u8]) -> Result<Option<DirSlot>> {
@@ -265,7 +263,7 @@ impl Namespace<'_> {
             // One that does not decode (a damaged image; fsck names it) is left.
             if let Ok(Some(mut acl)) = Acl::decode(v) {
                 acl.chmod(m);
-                entries.push(xattr_set(ACL_ACCESS, acl.encode(), now));
+                entries.extend(xattr_set(ACL_ACCESS, acl.encode(), now));
             }
         }
         entries.push(snap);
@@ -448,10 +446,10 @@ impl Namespace<'_> {
                     let (access, m) = d.create_masq(perm);
                     perm = m;
                     if let Some(a) = access {
-                        acl_entries.push(xattr_set(ACL_ACCESS, a.encode(), now));
+                        acl_entries.extend(xattr_set(ACL_ACCESS, a.encode(), now));
                     }
                     if is_dir {
-                        acl_entries.push(xattr_set(ACL_DEFAULT, d.encode(), now));
+                        acl_entries.extend(xattr_set(ACL_DEFAULT, d.encode(), now));
                     }
                 }
                 None => perm &= !umask,
@@ -1061,33 +1059,33 @@ impl Namespace<'_> {
                 let bit = changed & changed.wrapping_neg();
                 changed &= !bit;
                 cur ^= bit;
-                let e = if cur != 0 {
+                let es = if cur != 0 {
                     xattr_set(XATTR_FLAGS, cur.to_le_bytes().to_vec(), now)
                 } else {
-                    Entry::Xattr {
+                    vec![Entry::Xattr {
                         op: XATTR_REMOVE,
                         name: XATTR_FLAGS.to_vec(),
                         value: Vec::new(),
                         ctime: now,
-                    }
+                    }]
                 };
-                self.data.commit(&mut [(&mut *s, vec![e])], &[])?;
+                self.data.commit(&mut [(&mut *s, es)], &[])?;
             }
             return Ok(());
         }
-        let e = if flags != 0 {
+        let es = if flags != 0 {
             xattr_set(XATTR_FLAGS, flags.to_le_bytes().to_vec(), now)
         } else if s.xattrs.contains_key(XATTR_FLAGS) {
-            Entry::Xattr {
+            vec![Entry::Xattr {
                 op: XATTR_REMOVE,
                 name: XATTR_FLAGS.to_vec(),
                 value: Vec::new(),
                 ctime: now,
-            }
+            }]
         } else {
             return Ok(());
         };
-        self.data.commit(&mut [(&mut *s, vec![e])], &[])
+        self.data.commit(&mut [(&mut *s, es)], &[])
     }
 
     /// The value of extended attribute `name` of `ino` (ENODATA when it has none).
@@ -1122,8 +1120,13 @@ impl Namespace<'_> {
         if flags & !(libc::XATTR_CREATE | libc::XATTR_REPLACE) != 0 {
             return Err(FsError::Invalid("unknown setxattr flags"));
         }
-        if value.len() > XATTR_VALUE_MAX {
-            // As ext4 without large attribute inodes: no room for it.
+        if value.len() > XATTR_SIZE_MAX {
+            // Linux's limit: the kernel refuses a longer value before a file system sees it.
+            return Err(FsError::ArgTooBig);
+        }
+        if value.len() > XATTR_VALUE_MAX && !self.store.geo.large_xattrs {
+            // An image before version 9 (its builds read one entry per value): as ext4
+            // without large attribute inodes, no room for it.
             return Err(FsError::NoSpace);
         }
         let (_i, mut s) = self.table.lock(ino)?;
@@ -1141,13 +1144,16 @@ impl Namespace<'_> {
             return Err(FsError::NoData);
         }
         xattr_room(&s, name, value.len())?;
-        let e = Entry::Xattr {
-            op: XATTR_SET,
-            name: name.to_vec(),
-            value: value.to_vec(),
-            ctime: Timespec::now(),
-        };
-        self.data.commit(&mut [(&mut *s, vec![e])], &[])
+        // One entry, or (a value longer than one log page holds) a SET and its
+        // continuations, in one commit: all of them or none reach the log's tail.
+        let es = xattr_set_entries(name, value, Timespec::now());
+        if bugs::on(Bug::XattrPartsApart) {
+            for e in es {
+                self.data.commit(&mut [(&mut *s, vec![e])], &[])?;
+            }
+            return Ok(());
+        }
+        self.data.commit(&mut [(&mut *s, es)], &[])
     }
 
     /// Sets (or, with an ACL of no entries, removes) a POSIX ACL, as Linux does for
@@ -1160,6 +1166,10 @@ impl Namespace<'_> {
             return Err(FsError::Invalid("unknown setxattr flags"));
         }
         let acl = Acl::decode(value)?;
+        if value.len() > XATTR_VALUE_MAX && !self.store.geo.large_xattrs {
+            // An image before version 9: one entry per value (setxattr).
+            return Err(FsError::NoSpace);
+        }
         let inode = self.table.get(ino)?;
         // A mode change is a SetAttr snapshot (size included): no data write may
         // sit between the snapshot and its commit, as in `setattr`.
@@ -1191,7 +1201,7 @@ impl Namespace<'_> {
                 };
             }
             match acl {
-                Some(a) => entries.push(xattr_set(name, a.encode(), now)),
+                Some(a) => entries.extend(xattr_set(name, a.encode(), now)),
                 None if stored => entries.push(remove),
                 None => return Ok(()),
             }
@@ -1201,7 +1211,7 @@ impl Namespace<'_> {
                     let (bits, extended) = a.mode();
                     mode = (mode & !0o777) | bits;
                     if extended {
-                        entries.push(xattr_set(name, a.encode(), now));
+                        entries.extend(xattr_set(name, a.encode(), now));
                     } else if stored {
                         entries.push(remove);
                     }

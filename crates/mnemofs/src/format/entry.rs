@@ -84,6 +84,11 @@ pub const ET_XATTR: u8 = 5;
 pub const XATTR_SET: u8 = 1;
 /// Xattr op: the attribute is removed.
 pub const XATTR_REMOVE: u8 = 2;
+/// Xattr op (format version 9): more of the value of the [`XATTR_SET`] of the same
+/// name just before it in the same commit; its bytes follow that entry's (and the
+/// continuations' before it). A value longer than one entry holds is a SET and
+/// continuations, committed together.
+pub const XATTR_MORE: u8 = 3;
 /// Xattr: offset of the name length, 1..=255 (u8).
 pub const XATTR_NAME_LEN_OFF: usize = 16;
 /// Xattr: offset of the op, [`XATTR_SET`] or [`XATTR_REMOVE`] (u8).
@@ -101,9 +106,37 @@ pub const XATTR_NAME_OFF: usize = 32;
 /// little-endian value (format version 8). Not an attribute users see or set.
 pub const XATTR_FLAGS: &[u8] = b"system.mnemofs.flags";
 
-/// Largest xattr value: what fits one log page with the longest name (ext4 keeps
-/// an inode's attributes within one 4 KiB block as well).
+/// Largest xattr value one entry holds with the longest name: what fits one log
+/// page. The largest value of an image before version 9 (ext4 keeps an inode's
+/// attributes within one 4 KiB block as well).
 pub const XATTR_VALUE_MAX: usize = LOG_DATA as usize - XATTR_NAME_OFF - 255;
+/// Largest xattr value (format version 9): Linux's `XATTR_SIZE_MAX`, in a SET and
+/// [`XATTR_MORE`] continuations.
+pub const XATTR_SIZE_MAX: usize = 64 << 10;
+
+/// The Xattr entries that set `name` to `value`: one SET, then as many
+/// [`XATTR_MORE`] continuations as the value needs, each entry filling a log page
+/// (`LOG_DATA` bytes) at most. To be committed together, in this order.
+pub fn xattr_set_entries(name: &[u8], value: &[u8], ctime: Timespec) -> Vec<Entry> {
+    let room = (LOG_DATA as usize)
+        .saturating_sub(XATTR_NAME_OFF.saturating_add(name.len()))
+        .max(1);
+    let mut parts = value.chunks(room);
+    let first = parts.next().unwrap_or(&[]);
+    let mut v = vec![Entry::Xattr {
+        op: XATTR_SET,
+        name: name.to_vec(),
+        value: first.to_vec(),
+        ctime,
+    }];
+    v.extend(parts.map(|p| Entry::Xattr {
+        op: XATTR_MORE,
+        name: name.to_vec(),
+        value: p.to_vec(),
+        ctime,
+    }));
+    v
+}
 
 /// Dentry op: the name is added.
 pub const DENTRY_ADD: u8 = 1;
@@ -500,7 +533,10 @@ impl Entry {
                 if *op == XATTR_REMOVE && !value.is_empty() {
                     return Err("xattr removal carries a value".into());
                 }
-                if value.len() > XATTR_VALUE_MAX {
+                let len = XATTR_NAME_OFF
+                    .saturating_add(name.len())
+                    .saturating_add(value.len());
+                if len > LOG_DATA as usize {
                     return Err(format!("xattr value of {} bytes", value.len()));
                 }
                 if name.contains(&0) {
@@ -508,6 +544,9 @@ impl Entry {
                 }
                 if xattr_namespace(name).is_none() {
                     return Err("xattr name in no known namespace".into());
+                }
+                if *op == XATTR_MORE && (value.is_empty() || name.as_slice() == XATTR_FLAGS) {
+                    return Err("empty or misplaced xattr continuation".into());
                 }
                 if name.as_slice() == XATTR_FLAGS && *op != XATTR_REMOVE && value.len() != 4 {
                     return Err(format!("inode flags of {} bytes", value.len()));
@@ -593,7 +632,7 @@ impl Entry {
                     return Err("xattr name or value length out of range".into());
                 }
                 let op = b[XATTR_OP_OFF];
-                if op != XATTR_SET && op != XATTR_REMOVE {
+                if op != XATTR_SET && op != XATTR_REMOVE && op != XATTR_MORE {
                     return Err(format!("bad xattr op {op}"));
                 }
                 let body = &b[XATTR_NAME_OFF..];

@@ -82,6 +82,10 @@ pub struct Geometry {
     /// their flags stay 0 and they have no label (an older build would refuse the
     /// log entry that holds flags).
     pub flags_and_label: bool,
+    /// Xattr values up to 64 KiB, in a SET entry and continuations (format version
+    /// 9, §2.5). False for older images: their values stay within one entry (an
+    /// older build would refuse a continuation).
+    pub large_xattrs: bool,
 }
 
 impl Geometry {
@@ -219,6 +223,7 @@ impl Geometry {
             dev_inodes: [0; MAX_DEVICES],
             lawn_sums: true,
             flags_and_label: true,
+            large_xattrs: true,
         })
     }
 
