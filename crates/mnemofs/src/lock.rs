@@ -847,6 +847,20 @@ mod model_tests {
         }
     }
 
+    /// A locker's section: `occ` counts the readers inside (-1: a writer), and
+    /// asserts that a writer is alone and no reader is beside a writer.
+    fn inside(occ: &AtomicI32, write: bool) {
+        if write {
+            assert_eq!(occ.swap(-1, Ordering::SeqCst), 0, "a writer not alone");
+            thread::yield_now();
+            assert_eq!(occ.swap(0, Ordering::SeqCst), -1, "a writer not alone");
+        } else {
+            assert!(occ.fetch_add(1, Ordering::SeqCst) >= 0, "beside a writer");
+            thread::yield_now();
+            assert!(occ.fetch_sub(1, Ordering::SeqCst) > 0, "beside a writer");
+        }
+    }
+
     fn join(ts: Vec<thread::JoinHandle<()>>) {
         for t in ts {
             if t.join().is_err() {
@@ -898,21 +912,7 @@ mod model_tests {
         }
         impl Adaptive {
             fn inside(&self, write: bool) {
-                if write {
-                    assert_eq!(self.occ.swap(-1, Ordering::SeqCst), 0, "a writer not alone");
-                    thread::yield_now();
-                    assert_eq!(self.occ.swap(0, Ordering::SeqCst), -1, "a writer not alone");
-                } else {
-                    assert!(
-                        self.occ.fetch_add(1, Ordering::SeqCst) >= 0,
-                        "beside a writer"
-                    );
-                    thread::yield_now();
-                    assert!(
-                        self.occ.fetch_sub(1, Ordering::SeqCst) > 0,
-                        "beside a writer"
-                    );
-                }
+                inside(&self.occ, write);
             }
             fn access(&self, slot: usize, write: bool) {
                 if write && !self.lock.is_fine() {
@@ -977,21 +977,7 @@ mod model_tests {
         }
         impl Staged {
             fn inside(&self, write: bool) {
-                if write {
-                    assert_eq!(self.occ.swap(-1, Ordering::SeqCst), 0, "a writer not alone");
-                    thread::yield_now();
-                    assert_eq!(self.occ.swap(0, Ordering::SeqCst), -1, "a writer not alone");
-                } else {
-                    assert!(
-                        self.occ.fetch_add(1, Ordering::SeqCst) >= 0,
-                        "beside a writer"
-                    );
-                    thread::yield_now();
-                    assert!(
-                        self.occ.fetch_sub(1, Ordering::SeqCst) > 0,
-                        "beside a writer"
-                    );
-                }
+                inside(&self.occ, write);
             }
             fn access(&self, owner: u32, slot: usize, write: bool) {
                 if self.installed.load(Ordering::Acquire) == 0 {
