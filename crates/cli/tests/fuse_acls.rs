@@ -33,37 +33,10 @@ fn acl(entries: &[(u16, u16, u32)]) -> Vec<u8> {
 
 const U: u32 = u32::MAX;
 
-/// Runs `f` in a child process as `uid`/`gid` with no supplementary groups and no
-/// capabilities; the child's errno (0 on success).
-fn as_user(uid: u32, gid: u32, f: impl FnOnce() -> isize) -> i32 {
-    // SAFETY: the child only makes system calls (setgroups, setresgid, setresuid,
-    // the caller's file calls on strings built before the fork) and leaves with
-    // _exit, so it touches no lock another thread of the test may hold.
-    unsafe {
-        let pid = libc::fork();
-        assert!(pid >= 0, "fork");
-        if pid == 0 {
-            if libc::setgroups(0, std::ptr::null()) != 0
-                || libc::setresgid(gid, gid, gid) != 0
-                || libc::setresuid(uid, uid, uid) != 0
-            {
-                libc::_exit(126);
-            }
-            let r = f();
-            let code = if r < 0 { *libc::__errno_location() } else { 0 };
-            libc::_exit(code);
-        }
-        let mut status = 0;
-        assert_eq!(libc::waitpid(pid, &mut status, 0), pid);
-        assert!(libc::WIFEXITED(status));
-        libc::WEXITSTATUS(status)
-    }
-}
-
 /// open(2) as another user: 0 or the errno.
 fn open_as(uid: u32, path: &Path, flags: i32) -> i32 {
     let p = c(path);
-    as_user(uid, uid, move || {
+    common::as_user(uid, uid, move || {
         // SAFETY: a valid NUL-terminated path.
         let fd = unsafe { libc::open(p.as_ptr(), flags) };
         fd as isize
@@ -220,7 +193,7 @@ fn sequence(dir: &Path) -> Vec<String> {
         (MASK, 7, U),
         (OTHER, 0, U),
     ]);
-    let r = as_user(1000, 1000, || {
+    let r = common::as_user(1000, 1000, || {
         // SAFETY: valid strings and a buffer of named.len() bytes.
         unsafe {
             libc::setxattr(

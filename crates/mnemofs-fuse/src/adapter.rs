@@ -277,8 +277,39 @@ pub fn chown_kept(mode: u32, in_group: bool, fsetid: bool) -> u32 {
     m
 }
 
-/// Whether the process of `req` is in group `gid`: its fsgid, or one of its
-/// supplementary groups (from /proc; the fsgid alone when that is gone).
+/// The kernel's "no such ID" in a request's header.
+const INVALID_ID: u32 = u32::MAX;
+
+/// The file-system user and group IDs of the process behind `req`. The kernel
+/// names them in the request where it creates a node; once idmapped mounts are
+/// allowed (`FUSE_ALLOW_IDMAP`) every other request carries `INVALID_ID`, and they
+/// come from /proc (`None` when the process is gone).
+fn caller_ids(req: &Request) -> Option<(u32, u32)> {
+    if req.uid() != INVALID_ID && req.gid() != INVALID_ID {
+        return Some((req.uid(), req.gid()));
+    }
+    let status = std::fs::read_to_string(format!("/proc/{}/status", req.pid())).ok()?;
+    Some((fs_id(&status, "Uid:")?, fs_id(&status, "Gid:")?))
+}
+
+/// The file-system ID on the `key` line of a /proc status (real, effective, saved,
+/// file-system: the fourth).
+fn fs_id(status: &str, key: &str) -> Option<u32> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))?
+        .split_whitespace()
+        .nth(3)?
+        .parse()
+        .ok()
+}
+
+/// Whether the process of `req` is in group `gid`: its file-system group ID or
+/// one of its supplementary groups (from /proc; false when that is gone).
+///
+/// On an idmapped mount the VFS compares the caller's groups with the file's group
+/// as the mount maps it; the adapter does not know the mount's mapping and compares
+/// them with the group stored in the file.
 fn in_group(req: &Request, gid: u32) -> bool {
     if req.gid() == gid {
         return true;
@@ -286,6 +317,9 @@ fn in_group(req: &Request, gid: u32) -> bool {
     let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", req.pid())) else {
         return false;
     };
+    if req.gid() == INVALID_ID && fs_id(&status, "Gid:") == Some(gid) {
+        return true;
+    }
     status
         .lines()
         .find_map(|l| l.strip_prefix("Groups:"))
@@ -348,6 +382,11 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         // FUSE_HANDLE_KILLPRIV_V2: the set-id bits are cleared here, by the VFS's
         // rules (`kill_setid`, `chown_kept`), not by the kernel's FUSE code.
         wanted |= InitFlags::FUSE_HANDLE_KILLPRIV_V2;
+        // FUSE_ALLOW_IDMAP: idmapped mounts of this mount (`mount_setattr` with
+        // MOUNT_ATTR_IDMAP; the kernel allows them with default_permissions, which
+        // every mount has). The kernel maps the owner of a new node and of a chown
+        // itself; in every other request it sends no caller IDs (`caller_ids`).
+        wanted |= InitFlags::FUSE_ALLOW_IDMAP;
         let granted = wanted & config.capabilities();
         self.killpriv_v2 = granted.contains(InitFlags::FUSE_HANDLE_KILLPRIV_V2);
         let _ = config.add_capabilities(granted);
@@ -527,7 +566,17 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         reply: ReplyEmpty,
     ) {
         let _busy = crate::inflight::enter("rename", parent.0);
-        let flags = match rename_flags(flags, req.uid(), req.gid()) {
+        // A whiteout belongs to the caller, whom the kernel does not name in a
+        // rename.
+        let caller = if flags.contains(fuser::RenameFlags::RENAME_WHITEOUT) {
+            match caller_ids(req) {
+                Some(ids) => ids,
+                None => return reply.error(Errno::EIO),
+            }
+        } else {
+            (req.uid(), req.gid())
+        };
+        let flags = match rename_flags(flags, caller.0, caller.1) {
             Ok(f) => f,
             Err(e) => return reply.error(e),
         };
@@ -1019,6 +1068,15 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn caller_ids_are_the_file_system_ids_of_a_proc_status() {
+        let status = "Name:\tx\nUid:\t1\t2\t3\t4\nGid:\t5\t6\t7\t8\nGroups:\t9\n";
+        assert_eq!(fs_id(status, "Uid:"), Some(4));
+        assert_eq!(fs_id(status, "Gid:"), Some(8));
+        assert_eq!(fs_id("Uid:\t1\t2\n", "Uid:"), None);
+        assert_eq!(fs_id("Uid:\t1\t2\t3\tx\n", "Uid:"), None);
+    }
 
     #[test]
     fn setid_bits_a_write_clears() {

@@ -186,3 +186,30 @@ pub fn install_mount_helper() {
         );
     }
 }
+
+/// Runs `f` in a child process as `uid`/`gid` with no supplementary groups and no
+/// capabilities; the child's errno (0 on success).
+pub fn as_user(uid: u32, gid: u32, f: impl FnOnce() -> isize) -> i32 {
+    // SAFETY: the child only makes system calls (setgroups, setresgid, setresuid,
+    // the caller's file calls on strings built before the fork) and leaves with
+    // _exit, so it touches no lock another thread of the test may hold.
+    unsafe {
+        let pid = libc::fork();
+        assert!(pid >= 0, "fork");
+        if pid == 0 {
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setresgid(gid, gid, gid) != 0
+                || libc::setresuid(uid, uid, uid) != 0
+            {
+                libc::_exit(126);
+            }
+            let r = f();
+            let code = if r < 0 { *libc::__errno_location() } else { 0 };
+            libc::_exit(code);
+        }
+        let mut status = 0;
+        assert_eq!(libc::waitpid(pid, &mut status, 0), pid);
+        assert!(libc::WIFEXITED(status));
+        libc::WEXITSTATUS(status)
+    }
+}
