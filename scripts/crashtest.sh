@@ -111,8 +111,10 @@ for bug in $("$MNEMOFS" crashtest --list-bugs | awk '{ print $1 }'); do
   # The inode-flags bug shows only in the flag workloads (seq-1 39 and 40): those.
   only=()
   [[ $bug == inode-flags-* ]] && only=(--only 39)
-  # The xattr bug shows in the large-xattr sequence (seq-1's last).
+  # The xattr bug shows in the large-xattr sequence (seq-1 41), the unnamed-file
+  # bug in the unnamed-file sequence (seq-1 42).
   [[ $bug == xattr-parts-* ]] && only=(--only 41)
+  [[ $bug == tmpfile-* ]] && only=(--only 42)
   bug_run --devices 2 --workload seq1 --small-write "$mode" --inject-bug "$bug" \
     --no-recovery-crashes "${only[@]}"
   if ((rc == 0)) && [[ $mode == lawn ]]; then

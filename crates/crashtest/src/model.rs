@@ -185,6 +185,32 @@ impl Model {
     /// Applies `op`; `Err(errno)` (and no change) where Linux would fail it.
     pub fn apply(&mut self, op: &Op) -> Result<(), i32> {
         match op {
+            Op::Tmpfile {
+                dir,
+                link,
+                len,
+                seed,
+            } => {
+                // Nothing shows until the link, which names the file with its data.
+                let d = self.resolve(dir)?;
+                if self.names(d).is_none() {
+                    return Err(libc::ENOTDIR);
+                }
+                self.dir_writable(d)?;
+                let Some(l) = link else { return Ok(()) };
+                let (pd, n, c) = self.lookup(l)?;
+                if c.is_some() {
+                    return Err(libc::EEXIST);
+                }
+                self.dir_writable(pd)?;
+                let id = self.add(Node::File {
+                    data: pattern(*len, *seed, 0),
+                    mode: 0o644,
+                    nlink: 1,
+                    xattrs: BTreeMap::new(),
+                });
+                self.names_mut(pd).insert(n.to_string(), id);
+            }
             Op::Creat(p) | Op::Mkdir(p) => {
                 let (d, n, c) = self.lookup(p)?;
                 if c.is_some() {

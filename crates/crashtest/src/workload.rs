@@ -79,6 +79,19 @@ pub enum Op {
     /// Does nothing; the explorer crashes only inside the operations after the
     /// last checkpoint of a workload (what comes before builds its starting state).
     Checkpoint,
+    /// An unnamed file (`O_TMPFILE`) in directory `dir`, `len` bytes of [`pattern`]
+    /// written to it, then linked as `link` (Linux's `linkat` of
+    /// `/proc/self/fd/N`) or, with `None`, closed unnamed (and freed).
+    Tmpfile {
+        /// The directory it is made in.
+        dir: String,
+        /// Its first name, if any.
+        link: Option<String>,
+        /// Bytes written before the link.
+        len: usize,
+        /// Pattern seed.
+        seed: u8,
+    },
     /// Set extended attribute `name` to `len` bytes of [`pattern`].
     SetXattr {
         /// The file or directory.
@@ -197,6 +210,10 @@ impl fmt::Display for Op {
                 path, name, len, ..
             } => write!(f, "setxattr({path}, {name}, len {len})"),
             Op::RemoveXattr(p, n) => write!(f, "removexattr({p}, {n})"),
+            Op::Tmpfile { dir, link, len, .. } => match link {
+                Some(l) => write!(f, "tmpfile({dir}, len {len}) linked as {l}"),
+                None => write!(f, "tmpfile({dir}, len {len}) closed unnamed"),
+            },
             Op::SetAcl { path, uid, perms } => {
                 write!(f, "setfacl({path}, u:{uid}, perms {perms:?})")
             }
@@ -481,7 +498,25 @@ pub fn seq1() -> Vec<Vec<Op>> {
     // Last: earlier workloads keep their numbers (tests name them).
     v.extend(flag_sequences());
     v.push(large_xattr_sequence());
+    v.push(tmpfile_sequence());
     v
+}
+
+/// Unnamed files (`O_TMPFILE`): one closed unnamed (freed), one linked after a
+/// write of two pages and a bit (the name and the data appear together), one whose
+/// name is taken (EEXIST; freed).
+pub fn tmpfile_sequence() -> Vec<Op> {
+    let t = |dir: &str, link: Option<&str>, len, seed| Op::Tmpfile {
+        dir: s(dir),
+        link: link.map(s),
+        len,
+        seed,
+    };
+    vec![
+        t("A", None, 5000, 90),
+        t("A", Some("A/t"), 9000, 91),
+        t("B", Some("foo"), 100, 92),
+    ]
 }
 
 /// Values longer than one log entry holds (a SET and continuations in one commit):
@@ -697,6 +732,35 @@ fn resolve(fs: &Fs, path: &str) -> Result<Ino, i32> {
 /// Runs `op` on the engine; `Err(errno)` on failure.
 pub fn apply_fs(fs: &Fs, op: &Op) -> Result<(), i32> {
     match op {
+        Op::Tmpfile {
+            dir,
+            link,
+            len,
+            seed,
+        } => {
+            let d = resolve(fs, dir)?;
+            let node = mnemofs::NewNode {
+                mode: libc::S_IFREG | 0o644,
+                umask: 0,
+                rdev: 0,
+                uid: 0,
+                gid: 0,
+            };
+            let a = fs.tmpfile(d, &node).map_err(err)?;
+            let named = (|| {
+                if *len > 0 {
+                    fs.write(a.ino, 0, &pattern(*len, *seed, 0)).map_err(err)?;
+                }
+                if let Some(l) = link {
+                    let (pd, n) = parent_of(fs, l)?;
+                    fs.link(a.ino, pd, n.as_bytes()).map_err(err)?;
+                }
+                Ok(())
+            })();
+            // Closed: an unnamed one is freed here.
+            fs.release(a.ino).map_err(err)?;
+            named
+        }
         Op::Creat(p) => {
             let (d, n) = parent_of(fs, p)?;
             fs.create(d, n.as_bytes(), 0o644, 0, 0)

@@ -4,7 +4,7 @@
 //! concurrent append protocol on the multi-writer workload. The journal and allocator
 //! bugs are run on 2-CPU images as well, the LAWN bugs of page-format descriptors on
 //! version-6 images. The inode-flag bug is caught by the seq-1 flag sequences, the xattr bug by its
-//! large-xattr sequence.
+//! large-xattr sequence, the unnamed-file bug by the unnamed-file sequence.
 
 use crashtest::{Config, Kind};
 use mnemofs::SmallWriteMode;
@@ -33,6 +33,8 @@ fn every_injected_bug_is_caught() {
         ("inode-flags-one-at-a-time", Kind::Seq1, 39),
         // The large-xattr sequence: its first value is a SET and two continuations.
         ("xattr-parts-apart", Kind::Seq1, 41),
+        // The unnamed-file sequence: its second file is linked.
+        ("tmpfile-link-apart", Kind::Seq1, 42),
     ];
     assert_eq!(
         cases.len(),

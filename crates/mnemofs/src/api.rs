@@ -11,7 +11,7 @@
 //! The local engine's implementation (in `engine.rs`, beside `Fs`'s inherent
 //! methods) only delegates to them; all logic stays in the engine.
 
-use crate::error::Result;
+use crate::error::{FsError, Result};
 use crate::types::{Attr, DirEntry, Ino, NewNode, RenameFlags, SetAttr, StatFs};
 
 /// A mounted file system as its frontends see it.
@@ -102,6 +102,16 @@ pub trait FileSystem: Send + Sync {
     /// ACL, with the ACL and mode it gives instead (an access ACL, and for a
     /// directory the default ACL too, in the same durable change).
     fn create_node(&self, parent: Ino, name: &[u8], node: &NewNode) -> Result<Attr>;
+
+    /// Creates an unnamed regular file in directory `parent` (Linux's `O_TMPFILE`)
+    /// as `node` describes, returned open: one [`open`](Self::open) pin, dropped
+    /// with [`release`](Self::release). Its link count is 0 until [`link`](Self::link)
+    /// gives it a first name; without one it is freed with its last pin, and after
+    /// a crash. `Unsupported` where the file system has no unnamed files.
+    fn tmpfile(&self, parent: Ino, node: &NewNode) -> Result<Attr> {
+        let _ = (parent, node);
+        Err(FsError::Unsupported("unnamed files (O_TMPFILE)"))
+    }
 
     /// Creates a symbolic link `name` in `parent` pointing at `target` (non-empty).
     fn symlink(&self, parent: Ino, name: &[u8], target: &[u8], uid: u32, gid: u32) -> Result<Attr>;

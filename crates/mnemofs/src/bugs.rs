@@ -63,6 +63,9 @@ pub enum Bug {
     /// An xattr value longer than one log entry commits its SET and each
     /// continuation in commits of their own.
     XattrPartsApart,
+    /// Linking an unnamed file (`O_TMPFILE`) commits its new name and its link
+    /// count in commits of their own.
+    TmpfileLinkApart,
 }
 
 /// Name, bug and what it does.
@@ -170,6 +173,12 @@ pub const ALL: &[(&str, Bug, &str)] = &[
         Bug::XattrPartsApart,
         "an xattr value longer than one log entry commits its first part and each \
          continuation in commits of their own, so a crash can leave the value cut short",
+    ),
+    (
+        "tmpfile-link-apart",
+        Bug::TmpfileLinkApart,
+        "linking an unnamed file (O_TMPFILE) commits the new name and the file's link count \
+         in commits of their own, so a crash can leave a name whose file recovery frees",
     ),
 ];
 

@@ -528,6 +528,13 @@ impl Fs {
         self.ns().create_node(parent, name, node)
     }
 
+    /// Creates an unnamed regular file in `parent` (`O_TMPFILE`), open once: see
+    /// [`FileSystem::tmpfile`].
+    pub fn tmpfile(&self, parent: Ino, node: &NewNode) -> Result<Attr> {
+        self.writable()?;
+        self.ns().tmpfile(parent, node)
+    }
+
     /// Creates a symbolic link `name` in `parent` pointing at `target`.
     pub fn symlink(
         &self,
@@ -1065,6 +1072,11 @@ impl FileSystem for Fs {
     #[inline]
     fn create_node(&self, parent: Ino, name: &[u8], node: &NewNode) -> Result<Attr> {
         Fs::create_node(self, parent, name, node)
+    }
+
+    #[inline]
+    fn tmpfile(&self, parent: Ino, node: &NewNode) -> Result<Attr> {
+        Fs::tmpfile(self, parent, node)
     }
 
     #[inline]

@@ -86,6 +86,9 @@ pub(crate) struct InodeState {
     pub parent: Ino,
     /// Freed: the slot may be reused; every handle to this state is stale.
     pub dead: bool,
+    /// An unnamed file from `tmpfile` that may get its first name with `link`
+    /// (Linux's `I_LINKABLE`; DRAM only: after a crash the file is gone).
+    pub linkable: bool,
     last_setattr: Option<u64>,
     last_link: Option<u64>,
     /// Newest mtime of a data write since the last setattr (see `apply`).
@@ -124,6 +127,7 @@ impl InodeState {
             generation: 0,
             parent: 0,
             dead: false,
+            linkable: false,
             last_setattr: None,
             last_link: None,
             write_mtime: Timespec::default(),

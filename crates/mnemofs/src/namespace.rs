@@ -42,6 +42,11 @@ fn st(locked: &Locked, ino: Ino) -> &InodeState {
     &locked[i].1
 }
 
+fn st_mut(locked: &mut Locked, ino: Ino) -> &mut InodeState {
+    let i = locked.iter().position(|(n, _)| n.ino == ino).unwrap_or(0);
+    &mut locked[i].1
+}
+
 /// Bytes of names and values one inode's extended attributes may hold in all (they
 /// are kept in DRAM while the file system is mounted): four values of Linux's
 /// largest size.
@@ -327,7 +332,7 @@ impl Namespace<'_> {
             }
             _ => {}
         }
-        self.make_node(parent, name, kind, mode, 0, rdev, uid, gid, None)
+        self.make_node(parent, Some(name), kind, mode, 0, rdev, uid, gid, None)
     }
 
     /// Creates a regular file, directory or special node as `n` describes: the
@@ -340,7 +345,7 @@ impl Namespace<'_> {
         }
         self.make_node(
             parent,
-            name,
+            Some(name),
             kind,
             n.mode,
             n.umask & 0o777,
@@ -351,15 +356,48 @@ impl Namespace<'_> {
         )
     }
 
+    /// Creates an unnamed regular file in directory `parent` (Linux's `O_TMPFILE`),
+    /// as `n` describes (owner, umask or the parent's default ACL, the group of a
+    /// set-group-ID parent): link count 0, one commit of its own log, nothing in the
+    /// parent. It is returned open (one `open` pin, dropped with `release`) and
+    /// `linkable`: `link` may give it a first name; otherwise it is freed with its
+    /// last pin, and recovery frees it after a crash.
+    pub fn tmpfile(&self, parent: Ino, n: &NewNode) -> Result<Attr> {
+        if FileKind::from_mode(n.mode) != Some(FileKind::Regular) {
+            return Err(FsError::Invalid("tmpfile of a non-regular file"));
+        }
+        self.make_node(
+            parent,
+            None,
+            FileKind::Regular,
+            n.mode,
+            n.umask & 0o777,
+            0,
+            n.uid,
+            n.gid,
+            None,
+        )
+    }
+
     /// Creates a regular file; `mode` holds the permission bits.
     pub fn create(&self, parent: Ino, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
-        self.make_node(parent, name, FileKind::Regular, mode, 0, 0, uid, gid, None)
+        self.make_node(
+            parent,
+            Some(name),
+            FileKind::Regular,
+            mode,
+            0,
+            0,
+            uid,
+            gid,
+            None,
+        )
     }
 
     pub fn mkdir(&self, parent: Ino, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
         self.make_node(
             parent,
-            name,
+            Some(name),
             FileKind::Directory,
             mode,
             0,
@@ -386,7 +424,7 @@ impl Namespace<'_> {
         }
         self.make_node(
             parent,
-            name,
+            Some(name),
             FileKind::Symlink,
             0o777,
             0,
@@ -397,11 +435,13 @@ impl Namespace<'_> {
         )
     }
 
+    /// Creates a node named `name` in `parent`; an unnamed, linkable, open regular
+    /// file with `None` (`tmpfile`).
     #[allow(clippy::too_many_arguments)]
     fn make_node(
         &self,
         parent: Ino,
-        name: &[u8],
+        name: Option<&[u8]>,
         kind: FileKind,
         mode: u32,
         umask: u32,
@@ -410,10 +450,16 @@ impl Namespace<'_> {
         mut gid: u32,
         target: Option<&[u8]>,
     ) -> Result<Attr> {
-        check_name(name)?;
+        if let Some(name) = name {
+            check_name(name)?;
+        }
         let (_pi, mut ps) = self.table.lock(parent)?;
-        if dir_slot(&ps, name)?.is_some() {
-            return Err(FsError::Exists);
+        match name {
+            Some(name) if dir_slot(&ps, name)?.is_some() => return Err(FsError::Exists),
+            // Linux's vfs_tmpfile: only in a directory (the kernel checks write and
+            // search permission).
+            None if ps.kind != FileKind::Directory => return Err(FsError::NotDir),
+            _ => {}
         }
         dir_writable(&ps)?;
         if ps.nlink == 0 {
@@ -491,7 +537,11 @@ impl Namespace<'_> {
             flags: 0,
         });
         centries.push(Entry::Link {
-            nlink: if is_dir { 2 } else { 1 },
+            nlink: match (name, is_dir) {
+                (None, _) => 0,
+                (Some(_), true) => 2,
+                (Some(_), false) => 1,
+            },
             ctime: now,
         });
         centries.extend(acl_entries);
@@ -500,14 +550,17 @@ impl Namespace<'_> {
             .as_ref()
             .map(|d| d.next_cookie)
             .unwrap_or(FIRST_COOKIE);
-        let mut pentries = vec![Entry::Dentry {
-            op: DENTRY_ADD,
-            ino,
-            cookie,
-            kind,
-            time: now,
-            name: name.to_vec(),
-        }];
+        let mut pentries = Vec::new();
+        if let Some(name) = name {
+            pentries.push(Entry::Dentry {
+                op: DENTRY_ADD,
+                ino,
+                cookie,
+                kind,
+                time: now,
+                name: name.to_vec(),
+            });
+        }
         if is_dir {
             pentries.push(Entry::Link {
                 nlink: ps.nlink + 1,
@@ -521,10 +574,14 @@ impl Namespace<'_> {
         if bugs::on(Bug::InodeValidInPlace) {
             self.store_persist(valid.0, 1);
         }
-        if let Err(e) = self
-            .data
-            .commit(&mut [(&mut *ps, pentries), (&mut cs, centries)], &[valid])
-        {
+        let committed = if name.is_some() {
+            self.data
+                .commit(&mut [(&mut *ps, pentries), (&mut cs, centries)], &[valid])
+        } else {
+            // An unnamed file: its own log only; the parent does not change.
+            self.data.commit(&mut [(&mut cs, centries)], &[valid])
+        };
+        if let Err(e) = committed {
             self.table.release_ino(ino);
             if let Some(b) = data_block {
                 self.store.space.free_run(b, 1);
@@ -534,10 +591,15 @@ impl Namespace<'_> {
         if is_dir {
             cs.parent = parent;
         }
+        cs.linkable = name.is_none();
         let attr = cs.attr();
         // Visible in the table before the parent's lock is released, so a lookup of
         // the new name always finds the inode.
         self.table.insert_inode(cs);
+        if name.is_none() {
+            // Open before anyone can reach it (nothing names it yet).
+            self.table.open(ino)?;
+        }
         drop(ps);
         Ok(attr)
     }
@@ -649,7 +711,9 @@ impl Namespace<'_> {
         if cs.kind == FileKind::Directory {
             return Err(FsError::NotPermitted);
         }
-        if cs.nlink == 0 {
+        // An unlinked file gets no new name, unless it is a linkable `tmpfile`
+        // (Linux's vfs_link and I_LINKABLE).
+        if cs.nlink == 0 && !cs.linkable {
             return Err(FsError::NotFound);
         }
         if cs.nlink >= LINK_MAX {
@@ -676,8 +740,16 @@ impl Namespace<'_> {
                 }],
             ),
         ];
-        commit_locked(self.data, &mut locked, plan, &[])?;
-        Ok(st(&locked, ino).attr())
+        if bugs::on(Bug::TmpfileLinkApart) && st(&locked, ino).linkable {
+            for part in plan {
+                commit_locked(self.data, &mut locked, vec![part], &[])?;
+            }
+        } else {
+            commit_locked(self.data, &mut locked, plan, &[])?;
+        }
+        let cs = st_mut(&mut locked, ino);
+        cs.linkable = false;
+        Ok(cs.attr())
     }
 
     /// One 8-byte store made durable on its own (injected bugs only).
