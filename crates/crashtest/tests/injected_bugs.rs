@@ -35,6 +35,7 @@ fn every_injected_bug_is_caught() {
         ("xattr-parts-apart", Kind::Seq1, 41),
         // The unnamed-file sequence: its second file is linked.
         ("tmpfile-link-apart", Kind::Seq1, 42),
+        ("btime-stored-late", Kind::Seq1, 0),
     ];
     assert_eq!(
         cases.len(),

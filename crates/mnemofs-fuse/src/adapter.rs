@@ -1,13 +1,16 @@
-//! [`MnemoFuse`]: the `fuser::Filesystem` that turns each kernel request into one
+//! [`MnemoFuse`]: turns each kernel request (decoded by `crate::session`) into one
 //! engine call and its result into the reply.
 
-use crate::convert::{errno, file_attr, file_type, rename_flags, time_or_now, to_timespec};
+use crate::convert::{errno, rename_flags, time_or_now, to_timespec};
 use crate::pagecache::PageCacheTracker;
+use crate::session::Negotiated;
+use crate::wire::{
+    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl,
+    ReplyOpen, ReplyStatfs, ReplyStatx, ReplyWrite, ReplyXattr, Request,
+};
 use fuser::{
-    AccessFlags, BsdFileFlags, Errno, FileHandle, FopenFlags, Generation, INodeNo, InitFlags,
-    IoctlFlags, KernelConfig, LockOwner, OpenFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite,
-    ReplyXattr, Request, TimeOrNow, WriteFlags,
+    AccessFlags, Errno, FileHandle, FopenFlags, INodeNo, IoctlFlags, LockOwner, OpenFlags,
+    TimeOrNow, WriteFlags,
 };
 use mnemofs::acl::{ACL_ACCESS, XATTR_ACL_KILL_SGID};
 use mnemofs::{inode_flags, Attr, FileSystem, Fs, NewNode, SetAttr, ROOT_INO};
@@ -100,15 +103,8 @@ pub struct MnemoFuse<E: FileSystem = Fs> {
     next_fh: AtomicU64,
     /// Page-cache reads and their invalidation.
     cache: Arc<PageCacheTracker>,
-    /// The kernel sends the file's open flags with each write (ABI 7.9+); then they,
-    /// not the flags remembered at open, decide whether a write appends (so that
-    /// `fcntl(F_SETFL, O_APPEND)` is honoured).
-    write_flags_known: bool,
-    /// The kernel took `FUSE_HANDLE_KILLPRIV_V2`: it leaves clearing set-user-ID
-    /// and set-group-ID on write, truncate, fallocate and chown to the adapter
-    /// (which applies Linux's VFS rules; without it the kernel applies an older
-    /// rule that keeps set-group-ID for a writer outside the file's group).
-    killpriv_v2: bool,
+    /// What the INIT handshake settled ([`Negotiated`]).
+    negotiated: Arc<Negotiated>,
 }
 
 impl<E: FileSystem> std::fmt::Debug for MnemoFuse<E> {
@@ -127,9 +123,17 @@ impl<E: FileSystem> MnemoFuse<E> {
             opts,
             next_fh: AtomicU64::new(1),
             cache: Arc::new(PageCacheTracker::default()),
-            write_flags_known: false,
-            killpriv_v2: false,
+            negotiated: Arc::default(),
         }
+    }
+
+    /// What INIT settles, for the handshake to fill in.
+    pub fn negotiated(&self) -> Arc<Negotiated> {
+        Arc::clone(&self.negotiated)
+    }
+
+    fn killpriv_v2(&self) -> bool {
+        self.negotiated.killpriv_v2.load(Ordering::Relaxed)
     }
 
     /// The page-cache tracker (the session gives it its notifier).
@@ -175,12 +179,7 @@ impl<E: FileSystem> MnemoFuse<E> {
             // engine keeps the number from being reused until the matching forget.
             Ok(attr) => {
                 self.fs.remember(attr.ino);
-                reply.entry_with_ttls(
-                    &self.opts.attr_ttl,
-                    &self.opts.entry_ttl,
-                    &file_attr(&attr),
-                    Generation(u64::from(attr.generation)),
-                )
+                reply.entry(&self.opts.attr_ttl, &self.opts.entry_ttl, &attr)
             }
             Err(e) => reply.error(errno(&e)),
         }
@@ -188,7 +187,7 @@ impl<E: FileSystem> MnemoFuse<E> {
 
     fn reply_attr(&self, reply: ReplyAttr, res: mnemofs::Result<Attr>) {
         match res {
-            Ok(attr) => reply.attr(&self.opts.attr_ttl, &file_attr(&attr)),
+            Ok(attr) => reply.attr(&self.opts.attr_ttl, &attr),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -349,51 +348,11 @@ impl<E: FileSystem + 'static> MnemoFuse<E> {
     }
 }
 
-impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
-    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        let abi = config.kernel_abi();
-        self.write_flags_known = (abi.0, abi.1) >= (7, 9);
-        // Requests of up to 1 MiB (the kernel limits this further by max_pages).
-        if let Err(nearest) = config.set_max_write(MAX_WRITE) {
-            let _ = config.set_max_write(nearest);
-        }
-        // Each of these is optional: take what the kernel offers. Not FUSE_ASYNC_DIO:
-        // with it the kernel sends the pieces of one large O_DIRECT/AIO write
-        // concurrently, and `O_APPEND` pieces (each appended where the engine finds
-        // the end of file) could then land out of order. Without it the pieces of
-        // one write arrive in order, under the kernel's exclusive inode lock.
-        // FUSE_EXPORT_SUPPORT: file handles (name_to_handle_at, NFS export) name the
-        // inode number, which stays the file's until it is deleted.
-        // FUSE_POSIX_ACL: the kernel enforces POSIX ACLs (it implies
-        // default_permissions) and reads them through getxattr; the engine keeps
-        // the mode and the access ACL in step and gives new nodes their parent's
-        // default ACL. FUSE_DONT_MASK: the umask comes to the engine unapplied, as
-        // a default ACL replaces it.
-        let mut wanted = InitFlags::FUSE_BIG_WRITES
-            | InitFlags::FUSE_MAX_PAGES
-            | InitFlags::FUSE_PARALLEL_DIROPS
-            | InitFlags::FUSE_EXPORT_SUPPORT
-            | InitFlags::FUSE_POSIX_ACL
-            | InitFlags::FUSE_DONT_MASK;
-        // Shared mmap of files opened with FOPEN_DIRECT_IO (Linux 6.6+): every
-        // open of the direct-I/O mode, and read-only opens under strictatime in
-        // any mode.
-        wanted |= InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP;
-        // FUSE_HANDLE_KILLPRIV_V2: the set-id bits are cleared here, by the VFS's
-        // rules (`kill_setid`, `chown_kept`), not by the kernel's FUSE code.
-        wanted |= InitFlags::FUSE_HANDLE_KILLPRIV_V2;
-        // FUSE_ALLOW_IDMAP: idmapped mounts of this mount (`mount_setattr` with
-        // MOUNT_ATTR_IDMAP; the kernel allows them with default_permissions, which
-        // every mount has). The kernel maps the owner of a new node and of a chown
-        // itself; in every other request it sends no caller IDs (`caller_ids`).
-        wanted |= InitFlags::FUSE_ALLOW_IDMAP;
-        let granted = wanted & config.capabilities();
-        self.killpriv_v2 = granted.contains(InitFlags::FUSE_HANDLE_KILLPRIV_V2);
-        let _ = config.add_capabilities(granted);
-        Ok(())
-    }
-
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+/// The requests, as `crate::session` decodes them: one argument per field of the
+/// kernel's request.
+#[allow(clippy::too_many_arguments)]
+impl<E: FileSystem + 'static> MnemoFuse<E> {
+    pub(crate) fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let _busy = crate::inflight::enter("lookup", parent.0);
         if name.as_bytes() == b"." {
             // The kernel's export path (open_by_handle_at after it dropped the
@@ -408,17 +367,23 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         self.reply_entry(reply, self.fs.lookup(parent.0, name.as_bytes()));
     }
 
-    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+    pub(crate) fn forget(&self, ino: INodeNo, nlookup: u64) {
         let _busy = crate::inflight::enter("forget", ino.0);
         self.fs.forget(ino.0, nlookup);
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+    pub(crate) fn getattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: Option<FileHandle>,
+        reply: ReplyAttr,
+    ) {
         let _busy = crate::inflight::enter("getattr", ino.0);
         self.reply_attr(reply, self.fs.getattr(ino.0));
     }
 
-    fn setattr(
+    pub(crate) fn setattr(
         &self,
         req: &Request,
         ino: INodeNo,
@@ -430,15 +395,11 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         mtime: Option<TimeOrNow>,
         ctime: Option<SystemTime>,
         _fh: Option<FileHandle>,
-        _crtime: Option<SystemTime>,
-        _chgtime: Option<SystemTime>,
-        _bkuptime: Option<SystemTime>,
-        _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
         let _busy = crate::inflight::enter("setattr", ino.0);
         let mut mode = mode.map(|m| m & 0o7777);
-        if self.killpriv_v2 && mode.is_none() {
+        if self.killpriv_v2() && mode.is_none() {
             // The set-id bits this change clears (the kernel leaves it to us): a
             // truncate by a caller without CAP_FSETID as a write does; a chown
             // (a change of owner or group; or a request that changes nothing the
@@ -487,7 +448,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         self.reply_attr(reply, r);
     }
 
-    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+    pub(crate) fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
         let _busy = crate::inflight::enter("readlink", ino.0);
         match self.fs.readlink(ino.0) {
             Ok(target) => reply.data(&target),
@@ -495,7 +456,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         }
     }
 
-    fn mknod(
+    pub(crate) fn mknod(
         &self,
         req: &Request,
         parent: INodeNo,
@@ -511,7 +472,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         self.reply_entry(reply, res);
     }
 
-    fn mkdir(
+    pub(crate) fn mkdir(
         &self,
         req: &Request,
         parent: INodeNo,
@@ -526,17 +487,17 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         self.reply_entry(reply, res);
     }
 
-    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    pub(crate) fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _busy = crate::inflight::enter("unlink", parent.0);
         reply_empty(reply, self.fs.unlink(parent.0, name.as_bytes()));
     }
 
-    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    pub(crate) fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _busy = crate::inflight::enter("rmdir", parent.0);
         reply_empty(reply, self.fs.rmdir(parent.0, name.as_bytes()));
     }
 
-    fn symlink(
+    pub(crate) fn symlink(
         &self,
         req: &Request,
         parent: INodeNo,
@@ -555,7 +516,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         self.reply_entry(reply, res);
     }
 
-    fn rename(
+    pub(crate) fn rename(
         &self,
         req: &Request,
         parent: INodeNo,
@@ -590,7 +551,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         reply_empty(reply, res);
     }
 
-    fn link(
+    pub(crate) fn link(
         &self,
         _req: &Request,
         ino: INodeNo,
@@ -602,7 +563,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         self.reply_entry(reply, self.fs.link(ino.0, newparent.0, newname.as_bytes()));
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    pub(crate) fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let _busy = crate::inflight::enter("open", ino.0);
         let read_only = flags.0 & libc::O_ACCMODE == libc::O_RDONLY;
         if !read_only {
@@ -646,7 +607,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         }
     }
 
-    fn read(
+    pub(crate) fn read(
         &self,
         _req: &Request,
         ino: INodeNo,
@@ -676,7 +637,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         });
     }
 
-    fn write(
+    pub(crate) fn write(
         &self,
         req: &Request,
         ino: INodeNo,
@@ -685,7 +646,6 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         data: &[u8],
         write_flags: WriteFlags,
         flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
         let _busy = crate::inflight::enter("write", ino.0);
@@ -703,7 +663,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
                 Err(e) => return reply.error(errno(&e)),
             }
         }
-        let append = if self.write_flags_known {
+        let append = if self.negotiated.write_flags_known.load(Ordering::Relaxed) {
             flags.0 & libc::O_APPEND != 0
         } else {
             fh.0 & FH_APPEND != 0
@@ -730,7 +690,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         }
     }
 
-    fn flush(
+    pub(crate) fn flush(
         &self,
         _req: &Request,
         ino: INodeNo,
@@ -752,7 +712,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         reply.error(Errno::ENOSYS);
     }
 
-    fn release(
+    pub(crate) fn release(
         &self,
         _req: &Request,
         ino: INodeNo,
@@ -766,7 +726,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         reply_empty(reply, self.fs.release(ino.0));
     }
 
-    fn fsync(
+    pub(crate) fn fsync(
         &self,
         _req: &Request,
         ino: INodeNo,
@@ -790,14 +750,20 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         reply.error(Errno::ENOSYS);
     }
 
-    fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    pub(crate) fn opendir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _flags: OpenFlags,
+        reply: ReplyOpen,
+    ) {
         let _busy = crate::inflight::enter("opendir", 0);
         // Directory streams are stateless: readdir offsets are the engine's stable
         // entry offsets.
         reply.opened(FileHandle(0), FopenFlags::empty());
     }
 
-    fn readdir(
+    pub(crate) fn readdir(
         &self,
         _req: &Request,
         ino: INodeNo,
@@ -817,12 +783,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
             };
             let got = entries.len();
             for e in entries {
-                let full = reply.add(
-                    INodeNo(e.ino),
-                    e.offset,
-                    file_type(e.kind),
-                    OsStr::from_bytes(&e.name),
-                );
+                let full = reply.add(INodeNo(e.ino), e.offset, e.kind, &e.name);
                 if full {
                     return reply.ok();
                 }
@@ -835,7 +796,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         }
     }
 
-    fn releasedir(
+    pub(crate) fn releasedir(
         &self,
         _req: &Request,
         _ino: INodeNo,
@@ -847,7 +808,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         reply.ok();
     }
 
-    fn fsyncdir(
+    pub(crate) fn fsyncdir(
         &self,
         _req: &Request,
         ino: INodeNo,
@@ -866,7 +827,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         reply.error(Errno::ENOSYS);
     }
 
-    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+    pub(crate) fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         let _busy = crate::inflight::enter("statfs", 0);
         let s = self.fs.statfs();
         reply.statfs(
@@ -881,21 +842,16 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         );
     }
 
-    fn setxattr(
+    pub(crate) fn setxattr(
         &self,
         req: &Request,
         ino: INodeNo,
         name: &OsStr,
         value: &[u8],
         flags: i32,
-        position: u32,
         reply: ReplyEmpty,
     ) {
         let _busy = crate::inflight::enter("setxattr", ino.0);
-        if position != 0 {
-            // macOS resource forks only.
-            return reply.error(Errno::EINVAL);
-        }
         if ino.0 == ROOT_INO && name.as_bytes() == STATS_XATTR.as_bytes() {
             return reply.error(Errno::EPERM);
         }
@@ -920,7 +876,14 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         );
     }
 
-    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+    pub(crate) fn getxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        size: u32,
+        reply: ReplyXattr,
+    ) {
         let _busy = crate::inflight::enter("getxattr", ino.0);
         if ino.0 == ROOT_INO && name.as_bytes() == STATS_XATTR.as_bytes() {
             let mut v = match serde_json::to_value(self.fs.stats()) {
@@ -960,7 +923,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         }
     }
 
-    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+    pub(crate) fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         let _busy = crate::inflight::enter("listxattr", ino.0);
         // The stats attribute is not listed (it is not a stored attribute, and
         // copying tools must not try to replicate it).
@@ -970,18 +933,30 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         }
     }
 
-    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    pub(crate) fn removexattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        reply: ReplyEmpty,
+    ) {
         let _busy = crate::inflight::enter("removexattr", ino.0);
         reply_empty(reply, self.fs.removexattr(ino.0, name.as_bytes()));
     }
 
-    fn access(&self, _req: &Request, _ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
+    pub(crate) fn access(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _mask: AccessFlags,
+        reply: ReplyEmpty,
+    ) {
         let _busy = crate::inflight::enter("access", 0);
         // Mounted with default_permissions: the kernel checks access itself.
         reply.ok();
     }
 
-    fn create(
+    pub(crate) fn create(
         &self,
         req: &Request,
         parent: INodeNo,
@@ -1003,16 +978,45 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         self.fs.remember(attr.ino);
         // One TTL for the entry and its attributes here: the shorter one.
         let ttl = self.opts.attr_ttl.min(self.opts.entry_ttl);
-        reply.created(
-            &ttl,
-            &file_attr(&attr),
-            Generation(u64::from(attr.generation)),
-            self.new_fh(flags),
-            self.open_flags(),
-        );
+        reply.created(&ttl, &attr, self.new_fh(flags), self.open_flags());
     }
 
-    fn ioctl(
+    pub(crate) fn tmpfile(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let _busy = crate::inflight::enter("tmpfile", parent.0);
+        let node = new_node(req, libc::S_IFREG | (mode & 0o7777), umask, 0);
+        // Returned open (the engine pins it at once: nothing names it yet).
+        let attr = match self.fs.tmpfile(parent.0, &node) {
+            Ok(attr) => attr,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        self.fs.remember(attr.ino);
+        let ttl = self.opts.attr_ttl.min(self.opts.entry_ttl);
+        reply.created(&ttl, &attr, self.new_fh(flags), self.open_flags());
+    }
+
+    pub(crate) fn statx(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: Option<FileHandle>,
+        reply: ReplyStatx,
+    ) {
+        let _busy = crate::inflight::enter("statx", ino.0);
+        match self.fs.getattr(ino.0) {
+            Ok(a) => reply.statx(&self.opts.attr_ttl, &a),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    pub(crate) fn ioctl(
         &self,
         req: &Request,
         ino: INodeNo,
@@ -1037,7 +1041,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         }
     }
 
-    fn fallocate(
+    pub(crate) fn fallocate(
         &self,
         req: &Request,
         ino: INodeNo,
@@ -1050,7 +1054,7 @@ impl<E: FileSystem + 'static> fuser::Filesystem for MnemoFuse<E> {
         let _busy = crate::inflight::enter("fallocate", ino.0);
         // fallocate changes the file as a write does: a caller without CAP_FSETID
         // clears its set-id bits (the kernel leaves it to us under killpriv v2).
-        if self.killpriv_v2 && !has_fsetid(req) {
+        if self.killpriv_v2() && !has_fsetid(req) {
             match self.kill_setid(req, ino.0) {
                 Ok(true) => self.cache.attributes_changed(ino.0),
                 Ok(false) => {}

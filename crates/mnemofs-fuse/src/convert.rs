@@ -142,6 +142,7 @@ mod tests {
                 nsec: 999_999_999,
             },
             generation: 0,
+            btime: Some(Timespec { sec: 9, nsec: 1 }),
         }
     }
 

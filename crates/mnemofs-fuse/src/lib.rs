@@ -12,7 +12,9 @@ pub mod mountpoint;
 pub mod pagecache;
 pub mod remount;
 mod serve;
+mod session;
 pub mod signals;
+mod wire;
 
 pub use adapter::{
     AdapterOptions, MnemoFuse, DEFAULT_ATTR_TTL, DEFAULT_ENTRY_TTL, MAX_WRITE, STATS_XATTR,

@@ -2,10 +2,12 @@
 
 use crate::adapter::{AdapterOptions, MnemoFuse, DEFAULT_ATTR_TTL, DEFAULT_ENTRY_TTL};
 use crate::mountpoint::{check_mountpoint, path_cstring, strip_os_error, MountpointError};
+use crate::session::Handshake;
 use crate::signals::{signal_name, BlockedSignals, SigSet, STOP_SIGNALS};
 use fuser::{MountOption, SessionACL, SessionUnmounter};
 use mnemofs::{FileSystem, FsError};
 use std::io;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Sender};
@@ -234,7 +236,7 @@ fn serve<E: FileSystem + 'static, F: FnOnce(&Path)>(
     // The remount watcher holds the engine weakly: it must not keep it from
     // being unmounted.
     let weak_fs = Arc::downgrade(&fs);
-    let adapter = MnemoFuse::new(
+    let adapter = Arc::new(MnemoFuse::new(
         fs,
         AdapterOptions {
             direct_io: cfg.direct_io,
@@ -242,7 +244,7 @@ fn serve<E: FileSystem + 'static, F: FnOnce(&Path)>(
             attr_ttl: cfg.attr_ttl,
             page_cache_reads: cfg.page_cache_reads,
         },
-    );
+    ));
     let page_cache = adapter.page_cache();
     let mut config = fuser::Config::default();
     config.mount_options = vec![
@@ -274,12 +276,14 @@ fn serve<E: FileSystem + 'static, F: FnOnce(&Path)>(
     } else {
         SessionACL::Owner
     };
-    config.n_threads = Some(threads);
-    config.clone_fd = threads > 1;
 
-    // Mounts and completes the INIT handshake.
+    // fuser mounts and completes the INIT handshake; the requests after it are
+    // read and served by our own event loops (`crate::session`).
+    let handshake = Handshake {
+        negotiated: adapter.negotiated(),
+    };
     let mut session =
-        fuser::Session::new(adapter, &mountpoint, &config).map_err(|e| MountError::Mount {
+        fuser::Session::new(handshake, &mountpoint, &config).map_err(|e| MountError::Mount {
             path: mountpoint.clone(),
             reason: strip_os_error(&e),
         })?;
@@ -291,6 +295,13 @@ fn serve<E: FileSystem + 'static, F: FnOnce(&Path)>(
         pc.upgrade().map(|pc| pc.describe())
     });
     let mut unmounter = session.unmount_callable();
+    let device = session
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|e| MountError::Serve {
+            path: mountpoint.clone(),
+            reason: strip_os_error(&e),
+        })?;
 
     let (tx, rx) = mpsc::channel();
     let notice = EndNotice(tx.clone());
@@ -298,7 +309,7 @@ fn serve<E: FileSystem + 'static, F: FnOnce(&Path)>(
         .name("mnemofs-session".to_string())
         .spawn(move || {
             let _notice = notice;
-            session.run()
+            crate::session::serve_requests(adapter, device.as_fd(), threads)
         })
         .map_err(|e| MountError::Serve {
             path: mountpoint.clone(),
@@ -368,6 +379,7 @@ fn serve<E: FileSystem + 'static, F: FnOnce(&Path)>(
     }
     // If the session ended on an error while still mounted, the mount goes with it.
     let _ = unmounter.unmount();
+    drop(session);
     match result {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(MountError::Serve {

@@ -66,6 +66,9 @@ pub enum Bug {
     /// Linking an unnamed file (`O_TMPFILE`) commits its new name and its link
     /// count in commits of their own.
     TmpfileLinkApart,
+    /// A new inode's birth time reaches its slot only after the create commits
+    /// (the slot's checksum covers it from the start).
+    BtimeStoredLate,
 }
 
 /// Name, bug and what it does.
@@ -179,6 +182,13 @@ pub const ALL: &[(&str, Bug, &str)] = &[
         Bug::TmpfileLinkApart,
         "linking an unnamed file (O_TMPFILE) commits the new name and the file's link count \
          in commits of their own, so a crash can leave a name whose file recovery frees",
+    ),
+    (
+        "btime-stored-late",
+        Bug::BtimeStoredLate,
+        "a new inode's birth time is stored in its slot only after the create commits, \
+         though the slot's checksum covers it, so a crash can leave a slot that fails its \
+         checksum",
     ),
 ];
 

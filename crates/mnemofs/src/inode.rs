@@ -82,6 +82,8 @@ pub(crate) struct InodeState {
     pub xattrs: BTreeMap<Vec<u8>, (Vec<u8>, XattrEntries)>,
     /// The slot's generation (docs/FORMAT.md §2.2): export handles carry it.
     pub generation: u32,
+    /// The slot's birth time (§2.2; none on images before version 10).
+    pub btime: Option<Timespec>,
     /// Parent directory (directories only).
     pub parent: Ino,
     /// Freed: the slot may be reused; every handle to this state is stale.
@@ -125,6 +127,7 @@ impl InodeState {
             dir: (kind == FileKind::Directory).then(DirState::default),
             xattrs: BTreeMap::new(),
             generation: 0,
+            btime: None,
             parent: 0,
             dead: false,
             linkable: false,
@@ -151,6 +154,7 @@ impl InodeState {
             mtime: self.mtime,
             ctime: self.ctime,
             generation: self.generation,
+            btime: self.btime,
         }
     }
 

@@ -3,7 +3,9 @@
 //! freed (open handles, frontend lookups).
 
 use crate::error::{FsError, Result};
-use crate::format::{encode_inode_static, next_generation, Geometry, INODE_SIZE, INO_VALID_OFF};
+use crate::format::{
+    encode_inode_static, next_generation, Geometry, INODE_SIZE, INO_BTIME_OFF, INO_VALID_OFF,
+};
 use crate::inode::{Inode, InodeState};
 use crate::store::Store;
 use crate::types::*;
@@ -173,12 +175,17 @@ impl InodeTable {
     /// Writes the static part of a free inode slot (harmless while `valid` is 0).
     /// Writes the static part of free slot `ino` for a new file of `kind`; returns
     /// its generation (one more than the slot's last file's).
-    pub fn write_slot(&self, vol: &Vol, ino: Ino, kind: FileKind) -> u32 {
+    pub fn write_slot(&self, vol: &Vol, ino: Ino, kind: FileKind, btime: Option<Timespec>) -> u32 {
         let ioff = self.geo.inode_off(ino);
         let mut old = [0u8; INODE_SIZE as usize];
         vol.read(ioff, &mut old);
         let generation = next_generation(&old, ino);
-        let slot = encode_inode_static(ino, kind, generation);
+        let mut slot = encode_inode_static(ino, kind, generation, btime.filter(|_| self.geo.btime));
+        if crate::bugs::on(crate::bugs::Bug::BtimeStoredLate) {
+            // The birth time's bytes stay as they were; `store_btime_late` writes them.
+            let at = INO_BTIME_OFF..INO_BTIME_OFF + 12;
+            slot[at.clone()].copy_from_slice(&old[at]);
+        }
         vol.write(ioff + 24, &slot[24..]);
         // Only the slot's second line [64, 128) is flushed (the caller's first fence
         // orders it). The static bytes [24, 64) share the first line with `valid`,
@@ -187,6 +194,22 @@ impl InodeTable {
         // holds `valid = 1` without them (docs/FORMAT.md §3).
         vol.flush(ioff + 64, 64);
         generation
+    }
+
+    /// The injected bug `btime-stored-late`: stores a new slot's birth time after
+    /// its create committed.
+    pub fn store_btime_late(&self, vol: &Vol, ino: Ino, btime: Timespec) {
+        if !crate::bugs::on(crate::bugs::Bug::BtimeStoredLate) || !self.geo.btime {
+            return;
+        }
+        let ioff = self.geo.inode_off(ino);
+        let mut b = [0u8; 12];
+        b[..8].copy_from_slice(&btime.sec.to_le_bytes());
+        b[8..].copy_from_slice(&btime.nsec.to_le_bytes());
+        vol.write(ioff + INO_BTIME_OFF as u64, &b);
+        vol.flush(ioff + INO_BTIME_OFF as u64, 12);
+        // Fence: the late bytes are durable before the create returns.
+        vol.fence();
     }
 
     /// Frees an inode whose link count is 0, which nobody has open and whose number

@@ -220,7 +220,12 @@ pub(crate) fn format(pm: &Vol, geo: &Geometry, table: &DeviceTable, label: &[u8]
         pos = pos + body.len() as u64;
     }
     let ioff = geo.inode_off(ROOT_INO);
-    let slot = encode_inode_static(ROOT_INO, FileKind::Directory, 0);
+    let slot = encode_inode_static(
+        ROOT_INO,
+        FileKind::Directory,
+        0,
+        geo.btime.then(Timespec::now),
+    );
     pm.write(ioff + 24, &slot[24..]);
     pm.store_u64(ioff + INO_HEAD_OFF, root_page);
     pm.store_u64(ioff + INO_TAIL_OFF, pos.get());

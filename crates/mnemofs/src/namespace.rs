@@ -567,9 +567,10 @@ impl Namespace<'_> {
                 ctime: now,
             });
         }
-        let generation = self.table.write_slot(&self.store.vol, ino, kind);
+        let generation = self.table.write_slot(&self.store.vol, ino, kind, Some(now));
         let mut cs = InodeState::new(ino, kind);
         cs.generation = generation;
+        cs.btime = self.store.geo.btime.then_some(now);
         let valid = (self.store.geo.inode_off(ino) + INO_VALID_OFF, 1);
         if bugs::on(Bug::InodeValidInPlace) {
             self.store_persist(valid.0, 1);
@@ -591,6 +592,7 @@ impl Namespace<'_> {
         if is_dir {
             cs.parent = parent;
         }
+        self.table.store_btime_late(&self.store.vol, ino, now);
         cs.linkable = name.is_none();
         let attr = cs.attr();
         // Visible in the table before the parent's lock is released, so a lookup of
@@ -1014,9 +1016,9 @@ impl Namespace<'_> {
             let mut whiteout = None;
             if let Some((uid, gid)) = flags.whiteout {
                 let ino = self.table.alloc_ino(&self.store.space.inode_order())?;
-                let generation = self
-                    .table
-                    .write_slot(&self.store.vol, ino, FileKind::CharDevice);
+                let generation =
+                    self.table
+                        .write_slot(&self.store.vol, ino, FileKind::CharDevice, Some(now));
                 let cookie = next_cookie(op);
                 push(
                     op,
@@ -1048,6 +1050,7 @@ impl Namespace<'_> {
                 ];
                 let mut w = InodeState::new(ino, FileKind::CharDevice);
                 w.generation = generation;
+                w.btime = self.store.geo.btime.then_some(now);
                 whiteout = Some((w, entries));
             }
             if bugs::on(Bug::RenameDentryInPlace) && !flags.exchange {

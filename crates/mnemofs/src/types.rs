@@ -137,6 +137,9 @@ pub struct Attr {
     /// Generation of the inode number: how many files had it before (export
     /// handles name the inode by number and generation).
     pub generation: u32,
+    /// Birth time: when the inode was made (`None` where the image does not record
+    /// it: format versions before 10).
+    pub btime: Option<Timespec>,
 }
 
 /// A change of attributes; `None` leaves a field as it is. `ctime` is set to now on

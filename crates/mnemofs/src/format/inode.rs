@@ -8,12 +8,14 @@
 //!   24     8  ino        this slot's inode number      } static part, written
 //!   32     4  mode       S_IFMT bits (the file kind)   } once while valid = 0
 //!   36     4  generation uses of this slot so far      }
-//!   40    84  reserved   zero                          }
+//!   40     8  btime_sec  birth time, seconds (v10)     }
+//!   48     4  btime_nsec birth time, nanoseconds (v10) }
+//!   52    72  reserved   zero                          }
 //!  124     4  csum       CRC-32 of [24, 124)
 //! ```
 
 use super::bytes::{crc, get_u32, get_u64, put_u32, put_u64};
-use crate::types::FileKind;
+use crate::types::{FileKind, Timespec};
 
 /// Size of an inode slot.
 pub const INODE_SIZE: u64 = 128;
@@ -33,15 +35,33 @@ pub const INO_MODE_OFF: usize = 32;
 /// has been allocated before (0 for its first file), so that an export handle of a
 /// deleted file never opens a later file with the same inode number.
 pub const INO_GEN_OFF: usize = 36;
+/// Offset of the static part's birth time (format version 10): seconds (i64) and,
+/// at [`INO_BTIME_NSEC_OFF`], nanoseconds (u32). All 12 bytes zero: not recorded
+/// (the slot was written by an older format, or on an image before version 10).
+pub const INO_BTIME_OFF: usize = 40;
+/// Offset of the birth time's nanoseconds (u32, below 10^9).
+pub const INO_BTIME_NSEC_OFF: usize = 48;
+/// First reserved byte of the static part (zero up to the checksum).
+const INO_RESERVED_OFF: usize = 52;
 /// Offset of the checksum (u32, CRC-32 of `[INO_STATIC_OFF, INO_CSUM_OFF)`).
 pub const INO_CSUM_OFF: usize = 124;
 
-/// Encodes the static part of an inode slot (bytes 24..128).
-pub fn encode_inode_static(ino: u64, kind: FileKind, generation: u32) -> [u8; INODE_SIZE as usize] {
+/// Encodes the static part of an inode slot (bytes 24..128); `btime` only on
+/// images of version 10 and later.
+pub fn encode_inode_static(
+    ino: u64,
+    kind: FileKind,
+    generation: u32,
+    btime: Option<Timespec>,
+) -> [u8; INODE_SIZE as usize] {
     let mut b = [0u8; INODE_SIZE as usize];
     put_u64(&mut b, INO_NUM_OFF, ino);
     put_u32(&mut b, INO_MODE_OFF, kind.mode_bits());
     put_u32(&mut b, INO_GEN_OFF, generation);
+    if let Some(t) = btime {
+        put_u64(&mut b, INO_BTIME_OFF, t.sec as u64);
+        put_u32(&mut b, INO_BTIME_NSEC_OFF, t.nsec);
+    }
     let c = crc(&b[INO_STATIC_OFF..INO_CSUM_OFF]);
     put_u32(&mut b, INO_CSUM_OFF, c);
     b
@@ -51,6 +71,14 @@ pub fn encode_inode_static(ino: u64, kind: FileKind, generation: u32) -> [u8; IN
 /// [`decode_inode_static`] first).
 pub fn inode_generation(b: &[u8; INODE_SIZE as usize]) -> u32 {
     get_u32(b, INO_GEN_OFF)
+}
+
+/// The birth time of a slot's static part (check the slot with
+/// [`decode_inode_static`] first); `None` when it records none.
+pub fn inode_btime(b: &[u8; INODE_SIZE as usize]) -> Option<Timespec> {
+    let sec = get_u64(b, INO_BTIME_OFF) as i64;
+    let nsec = get_u32(b, INO_BTIME_NSEC_OFF);
+    (sec != 0 || nsec != 0).then_some(Timespec { sec, nsec })
 }
 
 /// The generation a new file in this (free) slot gets: one more than the stale
@@ -82,7 +110,13 @@ pub fn decode_inode_static(
             "inode {ino}: mode field {mode:#o} holds more than the file type"
         ));
     }
-    if b[INO_GEN_OFF + 4..INO_CSUM_OFF].iter().any(|&x| x != 0) {
+    let nsec = get_u32(b, INO_BTIME_NSEC_OFF);
+    if nsec >= 1_000_000_000 {
+        return Err(format!(
+            "inode {ino}: birth time has {nsec} nanoseconds (at most 999999999)"
+        ));
+    }
+    if b[INO_RESERVED_OFF..INO_CSUM_OFF].iter().any(|&x| x != 0) {
         return Err(format!(
             "inode {ino}: reserved bytes are not zero (written by a newer format?)"
         ));
@@ -109,7 +143,7 @@ mod tests {
     fn inode_static_roundtrip() {
         for (i, kind) in KINDS.into_iter().enumerate() {
             let ino = 1 + i as u64 * 1000;
-            let b = encode_inode_static(ino, kind, i as u32);
+            let b = encode_inode_static(ino, kind, i as u32, None);
             assert_eq!(decode_inode_static(&b, ino), Ok(kind));
             // The words before the static part do not count.
             let mut w = b;
@@ -120,12 +154,23 @@ mod tests {
 
     #[test]
     fn inode_static_bytes_follow_format_md() {
-        let b = encode_inode_static(77, FileKind::Directory, 9);
+        let t = Timespec {
+            sec: -5,
+            nsec: 999_999_999,
+        };
+        let b = encode_inode_static(77, FileKind::Directory, 9, Some(t));
         assert!(b[..24].iter().all(|&x| x == 0));
         assert_eq!(get_u64(&b, 24), 77);
         assert_eq!(get_u32(&b, 32), libc::S_IFDIR);
         assert_eq!(get_u32(&b, 36), 9);
-        assert!(b[40..124].iter().all(|&x| x == 0));
+        assert_eq!(get_u64(&b, 40) as i64, -5);
+        assert_eq!(get_u32(&b, 48), 999_999_999);
+        assert!(b[52..124].iter().all(|&x| x == 0));
+        assert_eq!(decode_inode_static(&b, 77), Ok(FileKind::Directory));
+        assert_eq!(inode_btime(&b), Some(t));
+        let none = encode_inode_static(77, FileKind::Directory, 9, None);
+        assert!(none[40..124].iter().all(|&x| x == 0));
+        assert_eq!(inode_btime(&none), None);
         assert_eq!(next_generation(&b, 77), 10);
         assert_eq!(next_generation(&[0u8; 128], 77), 0);
         assert_eq!(get_u32(&b, 124), crc(&b[24..124]));
@@ -133,7 +178,7 @@ mod tests {
 
     #[test]
     fn inode_static_corruption_is_refused() {
-        let b = encode_inode_static(5, FileKind::Regular, 0);
+        let b = encode_inode_static(5, FileKind::Regular, 0, None);
         // Another slot's bytes.
         assert!(decode_inode_static(&b, 6).is_err());
         // A flipped bit anywhere in the checksummed part.
@@ -148,5 +193,13 @@ mod tests {
         let c = crc(&bad[INO_STATIC_OFF..INO_CSUM_OFF]);
         put_u32(&mut bad, INO_CSUM_OFF, c);
         assert!(decode_inode_static(&bad, 5).is_err());
+        // CRC-valid, a birth time of 10^9 nanoseconds, or a reserved byte set.
+        for (at, v) in [(INO_BTIME_NSEC_OFF, 1_000_000_000), (INO_RESERVED_OFF, 1)] {
+            let mut bad = b;
+            put_u32(&mut bad, at, v);
+            let c = crc(&bad[INO_STATIC_OFF..INO_CSUM_OFF]);
+            put_u32(&mut bad, INO_CSUM_OFF, c);
+            assert!(decode_inode_static(&bad, 5).is_err(), "{at}");
+        }
     }
 }

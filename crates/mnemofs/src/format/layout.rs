@@ -86,6 +86,10 @@ pub struct Geometry {
     /// 9, §2.5). False for older images: their values stay within one entry (an
     /// older build would refuse a continuation).
     pub large_xattrs: bool,
+    /// Inode slots record the birth time (format version 10, §2.2). False for
+    /// older images: their new slots record none (an older build would refuse the
+    /// bytes).
+    pub btime: bool,
 }
 
 impl Geometry {
@@ -224,6 +228,7 @@ impl Geometry {
             lawn_sums: true,
             flags_and_label: true,
             large_xattrs: true,
+            btime: true,
         })
     }
 

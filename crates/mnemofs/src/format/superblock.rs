@@ -43,9 +43,12 @@ use super::zone::{
 /// false). 8: inodes may carry flags (immutable, append-only, …) in an Xattr entry
 /// of their log; images of versions 3 to 7 keep every inode's flags 0. 9: xattr
 /// values up to 64 KiB (an Xattr SET and continuations); images of versions 3 to 8
-/// keep every value within one entry. This build writes 9 for every new image; an
-/// image it only reads keeps its version.
-pub const VERSION: u32 = 9;
+/// keep every value within one entry. 10: inode slots record the birth time;
+/// images of versions 3 to 9 record none. This build writes 10 for every new image;
+/// an image it only reads keeps its version.
+pub const VERSION: u32 = 10;
+/// The first format version whose inode slots record a birth time.
+pub const VERSION_BTIME: u32 = 10;
 /// The first format version whose xattr values may span entries
 /// ([`super::XATTR_MORE`]).
 pub const VERSION_LARGE_XATTRS: u32 = 9;
@@ -165,11 +168,13 @@ impl Geometry {
     pub fn encode(&self) -> [u8; SB_SIZE] {
         let mut b = [0u8; SB_SIZE];
         b[SB_MAGIC_OFF..SB_MAGIC_OFF + 8].copy_from_slice(&MAGIC);
-        // Version 9 when xattr values may span entries (every image this build
-        // makes); else 8 when inodes may carry flags; else 7 when the LAWN descriptors carry sums; else version 6 only when a
+        // Version 10 when slots record birth times (every image this build makes);
+        // else 9 when xattr values may span entries; else 8 when inodes may carry flags; else 7 when the LAWN descriptors carry sums; else version 6 only when a
         // later device has an inode table (what an older build would not see),
         // otherwise what version 5 describes.
-        let version = if self.large_xattrs {
+        let version = if self.btime {
+            VERSION_BTIME
+        } else if self.large_xattrs {
             VERSION_LARGE_XATTRS
         } else if self.flags_and_label {
             VERSION_FLAGS
@@ -391,6 +396,7 @@ impl Geometry {
             lawn_sums: version >= VERSION_LAWN_SUMS,
             flags_and_label: version >= VERSION_FLAGS,
             large_xattrs: version >= VERSION_LARGE_XATTRS,
+            btime: version >= VERSION_BTIME,
         };
         Ok(g)
     }
@@ -435,7 +441,7 @@ mod tests {
         let b = g.encode();
         // The table of docs/FORMAT.md §2.1, with literal offsets.
         assert_eq!(&b[0..8], b"MNEMOFS\0");
-        assert_eq!(get_u32(&b, 8), 9);
+        assert_eq!(get_u32(&b, 8), 10);
         assert_eq!(get_u32(&b, 12), 4096);
         assert_eq!(get_u64(&b, 16), g.total_blocks);
         assert_eq!(get_u32(&b, 24), 4);

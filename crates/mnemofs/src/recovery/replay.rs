@@ -26,6 +26,7 @@ pub(super) fn load_inode(
     let tail = get_u64(&slot, INO_TAIL_OFF as usize);
     let mut st = InodeState::new(ino, kind);
     st.generation = crate::format::inode_generation(&slot);
+    st.btime = crate::format::inode_btime(&slot);
     if !geo.is_data_block(head) {
         return Err(format!(
             "inode {ino}: log head {head} is outside the data area"
