@@ -5,7 +5,7 @@
 //! an older version records none (`None`) and keeps its version.
 
 mod common;
-use mnemofs::format::{crc, put_u32, BLOCK, SB_CSUM_LEN, SB_CSUM_OFF, SB_VERSION_OFF};
+use mnemofs::format::SB_VERSION_OFF;
 use mnemofs::{NewNode, RenameFlags, SetAttr, Timespec, ROOT_INO};
 
 fn btime(fs: &mnemofs::Fs, ino: u64) -> Option<Timespec> {
@@ -109,14 +109,7 @@ fn every_new_inode_records_its_birth_time() {
 #[test]
 fn an_image_before_version_10_records_none() {
     let img = common::fresh(32 << 20);
-    let mut b = std::fs::read(&img.path).unwrap();
-    for blk in [0u64, 1] {
-        let at = (blk * BLOCK) as usize;
-        put_u32(&mut b, at + SB_VERSION_OFF, 9);
-        let c = crc(&b[at..at + SB_CSUM_LEN]);
-        put_u32(&mut b, at + SB_CSUM_OFF, c);
-    }
-    std::fs::write(&img.path, b).unwrap();
+    common::set_version(&img, 9);
     let fs = common::mount(&img);
     let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
     assert_eq!(f.btime, None);

@@ -5,10 +5,7 @@
 //! mount makes both copies whole and equal again. Older images have no label.
 
 mod common;
-use mnemofs::format::{
-    crc, decode_label, encode_label, put_u32, BLOCK, LABEL_SIZE, SB_CSUM_LEN, SB_CSUM_OFF,
-    SB_LABEL_OFF, SB_VERSION_OFF,
-};
+use mnemofs::format::{decode_label, encode_label, BLOCK, LABEL_SIZE, SB_LABEL_OFF};
 use mnemofs::{FsError, MkfsOptions};
 use std::path::Path;
 
@@ -119,14 +116,7 @@ fn label_survives_remounts_and_every_crash_state() {
 #[test]
 fn an_image_older_than_version_8_has_no_label() {
     let img = labelled(b"");
-    edit(&img.path, |b| {
-        for blk in [0u64, 1] {
-            let at = (blk * BLOCK) as usize;
-            put_u32(b, at + SB_VERSION_OFF, 7);
-            let c = crc(&b[at..at + SB_CSUM_LEN]);
-            put_u32(b, at + SB_CSUM_OFF, c);
-        }
-    });
+    common::set_version(&img, 7);
     let fs = common::mount(&img);
     assert_eq!(fs.label(), b"");
     assert!(matches!(fs.set_label(b"x"), Err(FsError::Unsupported(_))));

@@ -5,9 +5,7 @@
 //! keep them to one entry.
 
 mod common;
-use mnemofs::format::{
-    crc, put_u32, BLOCK, SB_CSUM_LEN, SB_CSUM_OFF, SB_VERSION_OFF, XATTR_SIZE_MAX, XATTR_VALUE_MAX,
-};
+use mnemofs::format::{SB_VERSION_OFF, XATTR_SIZE_MAX, XATTR_VALUE_MAX};
 use mnemofs::{FsError, ROOT_INO};
 
 #[test]
@@ -502,14 +500,7 @@ fn a_large_value_is_one_commit() {
 #[test]
 fn an_image_before_version_9_keeps_values_to_one_entry() {
     let img = common::fresh(32 << 20);
-    let mut b = std::fs::read(&img.path).unwrap();
-    for blk in [0u64, 1] {
-        let at = (blk * BLOCK) as usize;
-        put_u32(&mut b, at + SB_VERSION_OFF, 8);
-        let c = crc(&b[at..at + SB_CSUM_LEN]);
-        put_u32(&mut b, at + SB_CSUM_OFF, c);
-    }
-    std::fs::write(&img.path, b).unwrap();
+    common::set_version(&img, 8);
     let fs = common::mount(&img);
     let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap().ino;
     let max = [b"user.".to_vec(), vec![b'n'; 250]].concat();

@@ -42,6 +42,20 @@ pub fn opts() -> MountOptions {
     }
 }
 
+/// Rewrites the format version of `img`'s superblock and its replica (with their
+/// checksums), as an image made by an older build would carry.
+pub fn set_version(img: &Img, version: u32) {
+    use mnemofs::format::{crc, put_u32, BLOCK, SB_CSUM_LEN, SB_CSUM_OFF, SB_VERSION_OFF};
+    let mut b = std::fs::read(&img.path).unwrap();
+    for blk in [0u64, 1] {
+        let at = (blk * BLOCK) as usize;
+        put_u32(&mut b, at + SB_VERSION_OFF, version);
+        let c = crc(&b[at..at + SB_CSUM_LEN]);
+        put_u32(&mut b, at + SB_CSUM_OFF, c);
+    }
+    std::fs::write(&img.path, b).unwrap();
+}
+
 pub fn mount(img: &Img) -> Fs {
     mnemofs::mount(&img.path, &opts()).unwrap()
 }
