@@ -153,6 +153,8 @@ pub fn serve_requests<E: FileSystem + 'static>(
 /// Bytes of one read: the largest write and its headers (the kernel refuses reads
 /// into less than `max_write` plus headers).
 const BUF: usize = crate::adapter::MAX_WRITE as usize + 4096;
+// The INIT reply offers MAX_WRITE; fuser caps what it offers at 16 MiB.
+const _: () = assert!(crate::adapter::MAX_WRITE <= 16 << 20);
 
 fn event_loop<E: FileSystem + 'static>(adapter: &MnemoFuse<E>, fd: OwnedFd) -> io::Result<()> {
     let mut buf = vec![0u8; BUF];
@@ -169,7 +171,16 @@ fn event_loop<E: FileSystem + 'static>(adapter: &MnemoFuse<E>, fd: OwnedFd) -> i
                 _ => return Err(e),
             }
         }
-        dispatch(adapter, fd.as_fd(), &buf[..n as usize]);
+        // A request whose serving panics is answered EIO (its reply, dropped
+        // unsent) and the loop goes on: one bad request must not stop the mount.
+        let req = &buf[..n as usize];
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            dispatch(adapter, fd.as_fd(), req)
+        }))
+        .is_err()
+        {
+            eprintln!("mnemofs: serving a request panicked; it was answered EIO");
+        }
     }
 }
 
@@ -411,13 +422,14 @@ fn serve<E: FileSystem + 'static>(
             let release_flags = args.u32()?;
             let lock_owner = args.u64()?;
             let flush = release_flags & wire::RELEASE_FLUSH != 0;
+            let unlock = release_flags & wire::RELEASE_FLOCK_UNLOCK != 0;
             if h.opcode == op::RELEASE {
                 a.release(
                     &req,
                     ino,
                     FileHandle(fh),
                     OpenFlags(flags as i32),
-                    flush.then_some(LockOwner(lock_owner)),
+                    unlock.then_some(LockOwner(lock_owner)),
                     flush,
                     wire::ReplyEmpty(out),
                 );

@@ -76,6 +76,8 @@ pub const GETATTR_FH: u32 = 1;
 pub const READ_LOCKOWNER: u32 = 2;
 /// `fuse_release_in.release_flags`: flush before release.
 pub const RELEASE_FLUSH: u32 = 1;
+/// `fuse_release_in.release_flags`: drop the flock locks of `lock_owner`.
+pub const RELEASE_FLOCK_UNLOCK: u32 = 2;
 /// `fuse_fsync_in.fsync_flags`: fdatasync.
 pub const FSYNC_FDATASYNC: u32 = 1;
 /// `fuse_ioctl_in.flags`: an unrestricted (CUSE-style) ioctl.
@@ -252,15 +254,17 @@ impl Out {
 
     fn send(&mut self, error: i32, payload: &[&[u8]]) {
         self.sent = true;
+        // Every reply is the header and at most two parts.
+        debug_assert!(payload.len() <= 2);
+        let payload = &payload[..payload.len().min(2)];
         let len: usize = OUT_HEADER + payload.iter().map(|p| p.len()).sum::<usize>();
         let mut header = [0u8; OUT_HEADER];
         header[0..4].copy_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_le_bytes());
         header[4..8].copy_from_slice(&(-error).to_le_bytes());
         header[8..16].copy_from_slice(&self.unique.to_le_bytes());
-        // Every reply is the header and at most two parts.
         let mut iov = [IoSlice::new(&[]); 3];
         iov[0] = IoSlice::new(&header);
-        let parts = payload.len().min(2);
+        let parts = payload.len();
         for (slot, p) in iov[1..].iter_mut().zip(payload) {
             *slot = IoSlice::new(p);
         }
@@ -268,9 +272,15 @@ impl Out {
         // the first `1 + parts` entries of `iov` are valid slices for the duration of
         // the call (IoSlice is ABI-compatible with struct iovec).
         let r = unsafe { libc::writev(self.fd, iov.as_ptr().cast(), 1 + parts as libc::c_int) };
-        // ENOENT: the request was interrupted and is gone; nothing to do. Other
-        // errors: the connection is ending, which the session loop sees next.
-        let _ = r;
+        // ENOENT: the request was interrupted and is gone; ENODEV: the connection
+        // is ending, which the session loop sees next. Anything else is a reply
+        // the kernel refused (its caller got EIO): logged.
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            if !matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENODEV)) {
+                eprintln!("mnemofs: the kernel refused a reply: {e}");
+            }
+        }
     }
 
     fn error(mut self, e: Errno) {
@@ -309,13 +319,19 @@ fn attr_bytes(b: &mut Vec<u8>, a: &Attr) {
     for t in [a.atime, a.mtime, a.ctime] {
         put(b, &t.nsec.min(999_999_999).to_le_bytes());
     }
-    put(b, &a.mode.to_le_bytes());
+    put(b, &mode(a).to_le_bytes());
     put(b, &a.nlink.to_le_bytes());
     put(b, &a.uid.to_le_bytes());
     put(b, &a.gid.to_le_bytes());
     put(b, &a.rdev.to_le_bytes());
     put(b, &crate::convert::BLKSIZE.to_le_bytes());
     put(b, &0u32.to_le_bytes()); // flags
+}
+
+/// The file type of the engine's kind with the permission bits (the kernel marks an
+/// inode bad whose type changes).
+fn mode(a: &Attr) -> u32 {
+    a.kind.mode_bits() | (a.mode & 0o7777)
 }
 
 fn ttl_bytes(b: &mut Vec<u8>, ttl: &Duration) {
@@ -603,7 +619,7 @@ impl ReplyStatx {
         put(&mut b, &a.nlink.to_le_bytes());
         put(&mut b, &a.uid.to_le_bytes());
         put(&mut b, &a.gid.to_le_bytes());
-        put(&mut b, &(a.mode as u16).to_le_bytes());
+        put(&mut b, &(mode(a) as u16).to_le_bytes());
         put(&mut b, &0u16.to_le_bytes()); // __spare0
         put(&mut b, &a.ino.to_le_bytes());
         put(&mut b, &a.size.to_le_bytes());
