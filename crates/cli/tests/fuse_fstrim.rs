@@ -1,7 +1,7 @@
 //! Scenario: `fstrim` on a mnemofs mount (FITRIM through FUSE) gives the memory of
 //! deleted files back: a DRAM-backed image shrinks by what they held, live files
-//! read back unchanged, the result is reported as Linux file systems report it, and
-//! a user without CAP_SYS_ADMIN is refused.
+//! read back unchanged, the result is reported as Linux file systems report it, a
+//! user without CAP_SYS_ADMIN is refused, and a range shorter than a block is EINVAL.
 
 mod common;
 use std::os::unix::fs::MetadataExt;
@@ -62,6 +62,21 @@ fn fstrim_shrinks_a_dram_backed_image() {
         .output()
         .unwrap();
     assert!(!o.status.success(), "fstrim as nobody succeeded");
+
+    // A range shorter than a block is EINVAL, as on ext4 and XFS (xfstests
+    // generic/288).
+    for len in ["0", "100"] {
+        let o = Command::new("fstrim")
+            .args(["-o", "0", "-l", len])
+            .arg(&e.mnt)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && err.contains("Invalid argument"),
+            "fstrim -l {len}: {err}"
+        );
+    }
 
     common::unmount(&e);
     common::fsck_clean(&e);

@@ -76,6 +76,24 @@ fn write_append(p: &Path, data: &[u8]) -> R {
         .map_err(|e| e.raw_os_error().unwrap_or(0))
 }
 
+/// utimes(2) with NULL (`now`) or with chosen times.
+fn utimes(p: &Path, now: bool) -> R {
+    let t = [libc::timeval {
+        tv_sec: 1_000_000_000,
+        tv_usec: 0,
+    }; 2];
+    let times = if now { std::ptr::null() } else { t.as_ptr() };
+    // SAFETY: a valid NUL-terminated path; `times` is NULL or two timevals.
+    res(unsafe { libc::utimes(c(p).as_ptr(), times) } as i64)
+}
+
+/// ctime of `p` (seconds, nanoseconds).
+fn ctime(p: &Path) -> (i64, i64) {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(p).unwrap();
+    (m.ctime(), m.ctime_nsec())
+}
+
 fn io<T>(r: std::io::Result<T>) -> R {
     r.map(|_| 0).map_err(|e| e.raw_os_error().unwrap_or(0))
 }
@@ -128,6 +146,7 @@ fn sequence(root: &Path) -> Vec<(String, R)> {
     });
     step("unsupported flag", setflags(&f, IMMUTABLE | COMPR));
     step("get", getflags(&f));
+    step("utimes now", utimes(&f, true));
 
     // Append-only.
     step("set a", setflags(&f, APPEND));
@@ -146,6 +165,10 @@ fn sequence(root: &Path) -> Vec<(String, R)> {
         // SAFETY: a valid NUL-terminated path.
         res(unsafe { libc::truncate(c(&f).as_ptr(), 1) } as i64)
     });
+    // Linux's may_setattr: times set to now (utimes with NULL) pass on an
+    // append-only file; chosen times do not.
+    step("utimes now", utimes(&f, true));
+    step("utimes chosen", utimes(&f, false));
     step("unlink", io(std::fs::remove_file(&f)));
     step(
         "chmod",
@@ -156,7 +179,12 @@ fn sequence(root: &Path) -> Vec<(String, R)> {
     );
     step("set none", setflags(&f, 0));
     step("get", getflags(&f));
+    // A change of flags is a change of the inode: its ctime moves, and `stat` right
+    // after shows it (the kernel's cached attributes are dropped).
+    let before = ctime(&f);
+    std::thread::sleep(std::time::Duration::from_millis(20));
     step("set d A", setflags(&f, NODUMP | NOATIME));
+    step("ctime moved", Ok(i64::from(ctime(&f) > before)));
     step("get", getflags(&f));
     step("unlink", io(std::fs::remove_file(&f)));
 

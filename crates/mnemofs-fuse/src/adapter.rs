@@ -430,6 +430,10 @@ impl<E: FileSystem + 'static> MnemoFuse<E> {
         }
         // A truncate through a file handle (ftruncate) is the same as by inode: an
         // open file stays pinned in the engine even after its last unlink.
+        // utimes(NULL) or UTIME_NOW for each time given: allowed on an
+        // append-only file (Linux's ATTR_TOUCH).
+        let now = |t: &Option<TimeOrNow>| matches!(t, None | Some(TimeOrNow::Now));
+        let times_now = (atime.is_some() || mtime.is_some()) && now(&atime) && now(&mtime);
         let req = SetAttr {
             mode,
             uid,
@@ -438,6 +442,7 @@ impl<E: FileSystem + 'static> MnemoFuse<E> {
             atime: atime.map(time_or_now),
             mtime: mtime.map(time_or_now),
             ctime: ctime.map(to_timespec),
+            times_now,
         };
         let r = self.fs.setattr(ino.0, &req);
         if r.is_ok() && size.is_some() {
@@ -1036,7 +1041,14 @@ impl<E: FileSystem + 'static> MnemoFuse<E> {
             }
         }
         match crate::ioctl::serve(&*self.fs, ino.0, cmd, in_data, out_size) {
-            Ok(out) => reply.ioctl(0, &out),
+            Ok(out) => {
+                if cmd == crate::ioctl::FS_IOC_SETFLAGS || cmd == crate::ioctl::FS_IOC_FSSETXATTR {
+                    // The flags' change set ctime: the kernel's cached attributes
+                    // are stale (it does not expect an ioctl to change them).
+                    self.cache.attributes_changed(ino.0);
+                }
+                reply.ioctl(0, &out)
+            }
             Err(e) => reply.error(e),
         }
     }

@@ -134,10 +134,10 @@ pub fn serve<E: FileSystem + ?Sized>(
                 return Err(Errno::EINVAL);
             };
             let st = fs.statfs();
-            // As ext4: a range starting past the end, or a minimum run longer than
-            // the file system, is EINVAL.
+            // As ext4 and XFS: a range starting past the end, shorter than a block,
+            // or a minimum run longer than the file system, is EINVAL.
             let size = st.blocks.saturating_mul(u64::from(st.block_size));
-            if start >= size || min > size {
+            if start >= size || len < u64::from(st.block_size) || min > size {
                 return Err(Errno::EINVAL);
             }
             let trimmed = fs.trim(start, len, min).map_err(e)?;

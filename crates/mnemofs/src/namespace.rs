@@ -188,17 +188,22 @@ impl Namespace<'_> {
         if st.dead {
             return Err(FsError::NotFound);
         }
-        // Linux's notify_change and vfs_truncate: an immutable or append-only inode
-        // keeps its mode, owner, times and size (a change of ctime alone is the
-        // kernel's own bookkeeping and passes).
+        // Linux's may_setattr and vfs_truncate: an immutable or append-only inode
+        // keeps its mode, owner, chosen times and size; times set to now pass on
+        // an append-only one (a change of ctime alone is the kernel's own
+        // bookkeeping and passes).
+        let times = req.atime.is_some() || req.mtime.is_some();
+        let f = st.index.inode_flags();
         if (req.mode.is_some()
             || req.uid.is_some()
             || req.gid.is_some()
             || req.size.is_some()
-            || req.atime.is_some()
-            || req.mtime.is_some())
-            && st.index.inode_flags() & inode_flags::LOCKED != 0
+            || (times && !req.times_now))
+            && f & inode_flags::LOCKED != 0
         {
+            return Err(FsError::NotPermitted);
+        }
+        if times && f & inode_flags::IMMUTABLE != 0 {
             return Err(FsError::NotPermitted);
         }
         let now = Timespec::now();

@@ -160,6 +160,10 @@ pub struct SetAttr {
     pub mtime: Option<Timespec>,
     /// New change time (default: now, if anything changes).
     pub ctime: Option<Timespec>,
+    /// `atime`/`mtime` are the current time, not times the caller chose
+    /// (`utimes(path, NULL)`, `UTIME_NOW`; Linux's `ATTR_TOUCH`): allowed on an
+    /// append-only inode, where chosen times are not.
+    pub times_now: bool,
 }
 
 /// A node to create ([`FileSystem::create_node`](crate::FileSystem::create_node)).
