@@ -325,7 +325,120 @@ pub fn run(args: &MountArgs) -> CliResult<()> {
         None => None,
     };
     let mountpoint = check_mountpoint(mountpoint).map_err(|e| CliError::new(e.0))?;
+    // A second mount of a mounted image is another mount of the same file system,
+    // as Linux gives for a block device mounted twice.
+    if let Some(existing) = image.as_deref().and_then(mounted_image) {
+        return bind_second_mount(&existing, &mountpoint, &o);
+    }
     spawn_daemon(args, image.as_deref(), &mountpoint)
+}
+
+/// Where `image` (canonical) is mounted now by a mnemofs daemon of this host: the
+/// mount table's source of a `fuse.mnemofs` mount names it.
+fn mounted_image(image: &Path) -> Option<PathBuf> {
+    let want = image.to_str()?;
+    let table = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    table.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        let mut r = right.split(' ');
+        let (fstype, source) = (r.next()?, r.next()?);
+        (fstype == "fuse.mnemofs" && unescape(source) == want)
+            .then(|| PathBuf::from(unescape(left.split(' ').nth(4).unwrap_or(""))))
+            .filter(|p| !p.as_os_str().is_empty())
+    })
+}
+
+/// A mount table field with its `\ooo` escapes (space, tab, newline, backslash)
+/// undone.
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match (b[i], octal) {
+            (b'\\', Some(d)) => {
+                let v = d.iter().fold(0u32, |v, c| v * 8 + u32::from(c - b'0'));
+                out.push(u8::try_from(v).unwrap_or(b'?'));
+                i += 4;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Mounts the file system mounted at `existing` on `dir` too (a bind mount of it)
+/// with the kernel flags `o` asks for; mnemofs's own options are the first mount's.
+fn bind_second_mount(existing: &Path, dir: &Path, o: &MountOpts) -> CliResult<()> {
+    let c = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_encoded_bytes())
+            .map_err(|_| CliError::new(format!("{}: a path with a NUL byte", p.display())))
+    };
+    let (src, dst) = (c(existing)?, c(dir)?);
+    let fail = |what: &str| {
+        CliError::new(format!(
+            "cannot mount {} a second time on {}: {what}: {}",
+            existing.display(),
+            dir.display(),
+            std::io::Error::last_os_error()
+        ))
+    };
+    // SAFETY: valid NUL-terminated paths; no file-system type or data.
+    let r = unsafe {
+        libc::mount(
+            src.as_ptr(),
+            dst.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND,
+            std::ptr::null(),
+        )
+    };
+    if r != 0 {
+        return Err(fail("bind mount"));
+    }
+    let f = o.flags;
+    let mut flags = libc::MS_REMOUNT | libc::MS_BIND;
+    for (on, bit) in [
+        (f.read_only, libc::MS_RDONLY),
+        (!f.suid, libc::MS_NOSUID),
+        (!f.dev, libc::MS_NODEV),
+        (!f.exec, libc::MS_NOEXEC),
+        (
+            o.atime == Some(mnemofs::AtimeMode::Noatime),
+            libc::MS_NOATIME,
+        ),
+        (
+            o.atime == Some(mnemofs::AtimeMode::Strictatime),
+            libc::MS_STRICTATIME,
+        ),
+    ] {
+        if on {
+            flags |= bit;
+        }
+    }
+    // SAFETY: a valid NUL-terminated path; no source, type or data.
+    let r = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            dst.as_ptr(),
+            std::ptr::null(),
+            flags,
+            std::ptr::null(),
+        )
+    };
+    if r != 0 {
+        let e = fail("its flags");
+        // SAFETY: a valid NUL-terminated path.
+        unsafe { libc::umount2(dst.as_ptr(), libc::MNT_DETACH) };
+        return Err(e);
+    }
+    Ok(())
 }
 
 fn run_foreground(args: &MountArgs, opts: mnemofs::MountOptions) -> CliResult<()> {
