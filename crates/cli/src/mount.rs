@@ -144,6 +144,8 @@ pub struct MountOpts {
     pub medium: Option<String>,
     pub read_cache_size: Option<u64>,
     pub threads: Option<usize>,
+    /// `noacl`: the kernel neither enforces nor shows POSIX ACLs.
+    pub noacl: bool,
 }
 
 /// Options only mount(8) and fstab act on, accepted and ignored here.
@@ -175,7 +177,7 @@ pub fn parse_options(list: &str) -> CliResult<MountOpts> {
     let bad = |o: &str| {
         CliError::new(format!(
             "unknown mount option {o:?} (known: ro, rw, dev, nodev, suid, nosuid, exec, \
-             noexec, sync, dirsync, relatime, noatime, strictatime, preset=, lock=, \
+             noexec, sync, dirsync, relatime, noatime, strictatime, acl, noacl, preset=, lock=, \
              small-write=, read-cache=, read-cache-size=, threads=)"
         ))
         .with_code(2)
@@ -208,6 +210,8 @@ pub fn parse_options(list: &str) -> CliResult<MountOpts> {
             "noexec" => m.flags.exec = false,
             "sync" => m.flags.sync = true,
             "dirsync" => m.flags.dirsync = true,
+            "acl" => m.noacl = false,
+            "noacl" => m.noacl = true,
             o if o.starts_with("x-") || FSTAB_ONLY.contains(&o) => {}
             o => match mnemofs::AtimeMode::by_name(o) {
                 Some(a) => m.atime = Some(a),
@@ -468,6 +472,7 @@ fn run_foreground(args: &MountArgs, opts: mnemofs::MountOptions) -> CliResult<()
         // mount is made: mnemofs_fuse::remount); a remount to read-write brings
         // this mode back.
         atime: opts.atime,
+        posix_acl: !o.noacl,
         ..MountConfig::default()
     };
     match (image, &args.mds, &args.data) {

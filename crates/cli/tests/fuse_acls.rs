@@ -281,3 +281,44 @@ fn find_line(v: &[String], k: &str) -> String {
         .unwrap()
         .clone()
 }
+
+/// `-o noacl`, as ext4 takes it: the ACL names are refused (EOPNOTSUPP), an ACL
+/// stored before is neither shown nor enforced (the mode bits alone decide), and it
+/// is back on the next mount without the option.
+#[test]
+fn noacl_turns_acls_off() {
+    let e = common::env("64M");
+    std::fs::set_permissions(e.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    common::mount(&e);
+    std::fs::set_permissions(&e.mnt, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let f = e.mnt.join("f");
+    std::fs::write(&f, b"x").unwrap();
+    // Owner rw, named user 1000 rw, mask rw, group and other nothing: the mode
+    // shows the mask (0660).
+    let a = acl(&[
+        (USER_OBJ, 6, U),
+        (USER, 6, 1000),
+        (GROUP_OBJ, 0, U),
+        (MASK, 6, U),
+        (OTHER, 0, U),
+    ]);
+    assert_eq!(set(&f, ACCESS, &a, 0, true), Ok(0));
+    assert_eq!(open_as(1000, &f, libc::O_RDONLY), 0);
+    common::unmount(&e);
+    common::mount_with(&e, &["-o", "noacl"]);
+    assert_eq!(get(&f, ACCESS, 1024), Err(libc::EOPNOTSUPP));
+    assert_eq!(set(&f, ACCESS, &a, 0, true), Err(libc::EOPNOTSUPP));
+    assert_eq!(remove(&f, ACCESS), Err(libc::EOPNOTSUPP));
+    let names = common::xattr::list(&f).unwrap();
+    assert!(
+        names.iter().all(|n| !n.starts_with(b"system.posix_acl")),
+        "{names:?}"
+    );
+    // Group bits rw-: user 1000, outside the group, falls to "other".
+    assert_eq!(open_as(1000, &f, libc::O_RDONLY), libc::EACCES);
+    common::unmount(&e);
+    common::mount(&e);
+    assert_eq!(get(&f, ACCESS, 1024), Ok(a));
+    common::unmount(&e);
+    common::fsck_clean(&e);
+}

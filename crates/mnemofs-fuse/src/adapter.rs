@@ -12,7 +12,7 @@ use fuser::{
     AccessFlags, Errno, FileHandle, FopenFlags, INodeNo, IoctlFlags, LockOwner, OpenFlags,
     TimeOrNow, WriteFlags,
 };
-use mnemofs::acl::{ACL_ACCESS, XATTR_ACL_KILL_SGID};
+use mnemofs::acl::{ACL_ACCESS, ACL_DEFAULT, XATTR_ACL_KILL_SGID};
 use mnemofs::{inode_flags, Attr, FileSystem, Fs, NewNode, SetAttr, ROOT_INO};
 use std::cell::RefCell;
 use std::ffi::OsStr;
@@ -80,6 +80,10 @@ pub struct AdapterOptions {
     /// With `direct_io`: files opened read-only are read through the kernel page
     /// cache, kept coherent with every write ([`crate::pagecache`]).
     pub page_cache_reads: bool,
+    /// POSIX ACLs are on (off: the `noacl` mount option, and the ACL names are
+    /// refused with EOPNOTSUPP, which the kernel would otherwise pass through
+    /// unenforced).
+    pub posix_acl: bool,
 }
 
 impl Default for AdapterOptions {
@@ -89,6 +93,7 @@ impl Default for AdapterOptions {
             entry_ttl: DEFAULT_ENTRY_TTL,
             attr_ttl: DEFAULT_ATTR_TTL,
             page_cache_reads: true,
+            posix_acl: true,
         }
     }
 }
@@ -130,6 +135,11 @@ impl<E: FileSystem> MnemoFuse<E> {
     /// What INIT settles, for the handshake to fill in.
     pub fn negotiated(&self) -> Arc<Negotiated> {
         Arc::clone(&self.negotiated)
+    }
+
+    /// Whether `name` is a POSIX ACL this mount does not serve (`noacl`).
+    fn acl_off(&self, name: &OsStr) -> bool {
+        !self.opts.posix_acl && [ACL_ACCESS, ACL_DEFAULT].contains(&name.as_bytes())
     }
 
     fn killpriv_v2(&self) -> bool {
@@ -857,6 +867,9 @@ impl<E: FileSystem + 'static> MnemoFuse<E> {
         reply: ReplyEmpty,
     ) {
         let _busy = crate::inflight::enter("setxattr", ino.0);
+        if self.acl_off(name) {
+            return reply.error(Errno::EOPNOTSUPP);
+        }
         if ino.0 == ROOT_INO && name.as_bytes() == STATS_XATTR.as_bytes() {
             return reply.error(Errno::EPERM);
         }
@@ -890,6 +903,9 @@ impl<E: FileSystem + 'static> MnemoFuse<E> {
         reply: ReplyXattr,
     ) {
         let _busy = crate::inflight::enter("getxattr", ino.0);
+        if self.acl_off(name) {
+            return reply.error(Errno::EOPNOTSUPP);
+        }
         if ino.0 == ROOT_INO && name.as_bytes() == STATS_XATTR.as_bytes() {
             let mut v = match serde_json::to_value(self.fs.stats()) {
                 Ok(v) => v,
@@ -933,6 +949,16 @@ impl<E: FileSystem + 'static> MnemoFuse<E> {
         // The stats attribute is not listed (it is not a stored attribute, and
         // copying tools must not try to replicate it).
         match self.fs.listxattr(ino.0) {
+            Ok(v) if !self.opts.posix_acl => {
+                // `noacl`: ACLs stored earlier are not shown.
+                let shown: Vec<u8> = v
+                    .split_inclusive(|&b| b == 0)
+                    .filter(|n| !self.acl_off(OsStr::from_bytes(n.strip_suffix(&[0]).unwrap_or(n))))
+                    .flatten()
+                    .copied()
+                    .collect();
+                reply_xattr_value(reply, size, &shown)
+            }
             Ok(v) => reply_xattr_value(reply, size, &v),
             Err(e) => reply.error(errno(&e)),
         }
@@ -946,6 +972,9 @@ impl<E: FileSystem + 'static> MnemoFuse<E> {
         reply: ReplyEmpty,
     ) {
         let _busy = crate::inflight::enter("removexattr", ino.0);
+        if self.acl_off(name) {
+            return reply.error(Errno::EOPNOTSUPP);
+        }
         reply_empty(reply, self.fs.removexattr(ino.0, name.as_bytes()));
     }
 

@@ -44,6 +44,10 @@ pub struct MountConfig {
     /// kernel's mount table). A remount that changes the table's atime flag
     /// changes the engine's mode.
     pub atime: mnemofs::AtimeMode,
+    /// POSIX ACLs: the kernel enforces them and shows them as xattrs
+    /// (`FUSE_POSIX_ACL`); off (`noacl`), permissions are the mode bits alone and
+    /// the ACL names are refused (EOPNOTSUPP), as on ext4 mounted `noacl`.
+    pub posix_acl: bool,
 }
 
 /// Kernel flags of a mount. The default is Linux's for a file system, `rw,dev,suid,exec`
@@ -93,6 +97,7 @@ impl Default for MountConfig {
             handle_signals: true,
             flags: KernelFlags::default(),
             atime: mnemofs::AtimeMode::Relatime,
+            posix_acl: true,
         }
     }
 }
@@ -243,6 +248,7 @@ fn serve<E: FileSystem + 'static, F: FnOnce(&Path)>(
             entry_ttl: cfg.entry_ttl,
             attr_ttl: cfg.attr_ttl,
             page_cache_reads: cfg.page_cache_reads,
+            posix_acl: cfg.posix_acl,
         },
     ));
     let page_cache = adapter.page_cache();
@@ -281,6 +287,7 @@ fn serve<E: FileSystem + 'static, F: FnOnce(&Path)>(
     // read and served by our own event loops (`crate::session`).
     let handshake = Handshake {
         negotiated: adapter.negotiated(),
+        posix_acl: cfg.posix_acl,
     };
     let mut session =
         fuser::Session::new(handshake, &mountpoint, &config).map_err(|e| MountError::Mount {

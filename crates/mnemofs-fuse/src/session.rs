@@ -41,6 +41,8 @@ pub struct Negotiated {
 pub struct Handshake {
     /// Where the result goes.
     pub negotiated: Arc<Negotiated>,
+    /// Ask for `FUSE_POSIX_ACL` (off: the `noacl` mount option).
+    pub posix_acl: bool,
 }
 
 impl fuser::Filesystem for Handshake {
@@ -69,8 +71,10 @@ impl fuser::Filesystem for Handshake {
             | InitFlags::FUSE_MAX_PAGES
             | InitFlags::FUSE_PARALLEL_DIROPS
             | InitFlags::FUSE_EXPORT_SUPPORT
-            | InitFlags::FUSE_POSIX_ACL
             | InitFlags::FUSE_DONT_MASK;
+        if self.posix_acl {
+            wanted |= InitFlags::FUSE_POSIX_ACL;
+        }
         // Shared mmap of files opened with FOPEN_DIRECT_IO (Linux 6.6+): every
         // open of the direct-I/O mode, and read-only opens under strictatime in
         // any mode.
