@@ -401,10 +401,26 @@ fn crash_states(
     Ok(states)
 }
 
-/// Sets every timestamp (committed log entries up to each tail, the superblock's
-/// mkfs time) to a fixed value, recomputing the checksums.
+/// Sets every timestamp (committed log entries up to each tail, the inode slots'
+/// birth times, the superblock's mkfs time) to a fixed value, recomputing the
+/// checksums.
 fn canonicalize(img: &mut [u8]) {
     let Some(map) = Map::of(img) else { return };
+    // Every intact slot, in use or not (a freed one keeps its static part).
+    for ino in 1..=map.geo.inodes() {
+        let s = map.geo.inode_off(ino).get() as usize;
+        let mut slot = [0u8; format::INODE_SIZE as usize];
+        slot.copy_from_slice(&img[s..s + format::INODE_SIZE as usize]);
+        if format::decode_inode_static(&slot, ino).is_err() || format::inode_btime(&slot).is_none()
+        {
+            continue;
+        }
+        format::put_u64(&mut slot, format::INO_BTIME_OFF, FIXED_SEC);
+        format::put_u32(&mut slot, format::INO_BTIME_NSEC_OFF, 0);
+        let c = format::crc(&slot[format::INO_STATIC_OFF..format::INO_CSUM_OFF]);
+        format::put_u32(&mut slot, format::INO_CSUM_OFF, c);
+        img[s..s + format::INODE_SIZE as usize].copy_from_slice(&slot);
+    }
     for sb in [0usize, 4096] {
         let b = &mut img[sb..sb + SB_SIZE];
         format::put_u64(b, SB_CREATED_OFF, FIXED_SEC);
