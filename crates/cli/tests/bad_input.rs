@@ -101,10 +101,15 @@ fn bad_inputs_are_refused_cleanly() {
         "--force",
     );
 
-    // Image already mounted.
+    // Image already served by another daemon: a second daemon (`--foreground`
+    // serves in this process) is refused; a plain second mount shares the first
+    // (tests/fuse_second_mount.rs).
     common::mount(&e);
     let other = d.join("other");
     std::fs::create_dir(&other).unwrap();
-    one_line_error(&common::run(&["mount", &s(&e.img), &s(&other)]), "mounted");
+    one_line_error(
+        &common::run(&["mount", &s(&e.img), &s(&other), "--foreground"]),
+        "mounted",
+    );
     common::unmount(&e);
 }
