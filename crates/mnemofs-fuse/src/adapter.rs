@@ -1009,10 +1009,16 @@ impl<E: FileSystem + 'static> MnemoFuse<E> {
         if let Err(e) = self.fs.open(attr.ino) {
             return reply.error(errno(&e));
         }
+        self.reply_created(reply, &attr, flags);
+    }
+
+    /// The entry and open handle of a file just made and opened (create, tmpfile):
+    /// the kernel's reference to its number is remembered.
+    fn reply_created(&self, reply: ReplyCreate, attr: &Attr, flags: i32) {
         self.fs.remember(attr.ino);
         // One TTL for the entry and its attributes here: the shorter one.
         let ttl = self.opts.attr_ttl.min(self.opts.entry_ttl);
-        reply.created(&ttl, &attr, self.new_fh(flags), self.open_flags());
+        reply.created(&ttl, attr, self.new_fh(flags), self.open_flags());
     }
 
     pub(crate) fn tmpfile(
@@ -1031,9 +1037,7 @@ impl<E: FileSystem + 'static> MnemoFuse<E> {
             Ok(attr) => attr,
             Err(e) => return reply.error(errno(&e)),
         };
-        self.fs.remember(attr.ino);
-        let ttl = self.opts.attr_ttl.min(self.opts.entry_ttl);
-        reply.created(&ttl, &attr, self.new_fh(flags), self.open_flags());
+        self.reply_created(reply, &attr, flags);
     }
 
     pub(crate) fn statx(
