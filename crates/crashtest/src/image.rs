@@ -100,23 +100,10 @@ pub(crate) fn traced_mount(
     }
 }
 
-/// 128-bit hash of an image for deduplication: two independent multiply-rotate
-/// lanes over 8-byte words (fast: images are hashed once per explored state).
+/// 128-bit hash of an image for deduplication (XXH3: images are hashed once per
+/// explored state and once per crash inside recovery).
 pub(crate) fn image_hash(img: &[u8]) -> u128 {
-    let (mut a, mut b) = (0x9e37_79b9_7f4a_7c15u64, 0xc2b2_ae3d_27d4_eb4fu64);
-    let mut chunks = img.chunks_exact(8);
-    for c in &mut chunks {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(c);
-        let w = u64::from_le_bytes(w);
-        a = (a ^ w).wrapping_mul(0xff51_afd7_ed55_8ccd).rotate_left(31);
-        b = (b.rotate_left(27) ^ w).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    }
-    for &x in chunks.remainder() {
-        a = (a ^ x as u64).wrapping_mul(0xff51_afd7_ed55_8ccd);
-        b = (b ^ x as u64).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    }
-    ((a as u128) << 64) | b as u128
+    xxhash_rust::xxh3::xxh3_128(img)
 }
 
 /// Which CPU of the image operation `k` of workload `idx` runs on (thread `t` of a

@@ -71,8 +71,19 @@ impl Pm {
         Self::map(path, file, len)
     }
 
-    /// Anonymous zeroed memory of `len` bytes (tests, crash-state copies).
+    /// Anonymous zeroed memory of `len` bytes (tests, crash-state copies). A mapping
+    /// of the same length that a dropped anonymous `Pm` gave back is reused, zeroed
+    /// (`region/recycle.rs`): the crash explorer maps two or three copies of its image
+    /// per crash state, and fresh mappings cost a page fault, a zeroed page and a
+    /// memory-cgroup charge per page.
     pub fn anonymous(len: u64) -> Result<Pm, PmError> {
+        if let Some(p) = super::recycle::take(len) {
+            // SAFETY: `p` is a whole mapping of `len` bytes that its dropped `Pm`
+            // gave back and nothing else references; zeroing it makes it what a
+            // fresh anonymous mapping reads as.
+            unsafe { std::ptr::write_bytes(p, 0, len as usize) };
+            return Self::from_raw(p, len, MapMode::Anonymous, None);
+        }
         let path = PathBuf::from("<anonymous>");
         // SAFETY: anonymous private mapping; no file descriptor involved.
         let p = unsafe {

@@ -9,12 +9,14 @@
 //! - [`store16`]: aligned 16-byte stores and their calibration.
 //! - [`pages`]: which pages map the region (2 MiB or 4 KiB), measured.
 //! - [`latency`]: the region's read latency against DRAM's, measured.
+//! - [`recycle`]: anonymous mappings kept for reuse.
 
 mod access;
 mod latency;
 mod map;
 mod nt;
 mod pages;
+mod recycle;
 mod store16;
 
 pub(crate) use access::check_range;
@@ -135,6 +137,9 @@ unsafe impl Sync for Pm {}
 
 impl Drop for Pm {
     fn drop(&mut self) {
+        if self.mode == MapMode::Anonymous && recycle::give(self.base, self.len) {
+            return;
+        }
         // SAFETY: `base`/`len` are exactly what mmap returned in `map`.
         unsafe {
             libc::munmap(self.base as *mut libc::c_void, self.len as usize);
