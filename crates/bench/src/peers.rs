@@ -5,8 +5,8 @@
 //!   fsync after each write (LAWN's comparator);
 //! - `tmpfs`: no consistency at all — an upper bound;
 //! - `bindfs`: bindfs (FUSE) over tmpfs — what FUSE itself costs;
-//! - `mnemofs`: a mnemofs FUSE mount (`mnemofs mount`: reads and write-through writes
-//!   through the kernel page cache, each write durable when it returns).
+//! - `mnemofs`: a mnemofs FUSE mount (`mnemofs mount`: direct-I/O writes, read-only
+//!   opens through the kernel page cache).
 //!
 //! Needs root. Every mount, loop device and file it makes is undone when the peer
 //! is done, also when something fails or the run is interrupted (SIGINT/SIGTERM).
@@ -358,7 +358,7 @@ fn describe(peer: &str) -> &'static str {
         "ext4-dj" => "ext4 data=journal, loop device over /dev/shm, fsync after each write",
         "tmpfs" => "tmpfs (no consistency; upper bound)",
         "bindfs" => "bindfs (FUSE) over tmpfs: the cost of FUSE",
-        _ => "mnemofs FUSE mount (page cache, write-through writes)",
+        _ => "mnemofs FUSE mount (direct-I/O writes; read-only opens through the page cache)",
     }
 }
 

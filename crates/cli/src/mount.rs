@@ -77,12 +77,11 @@ pub struct MountArgs {
     /// `sysfs:PATH` [default: this machine's, from /sys/devices/system/node]
     #[arg(long, value_name = "SPEC")]
     pub topology: Option<String>,
-    /// Every open through the kernel page cache, O_DIRECT ones too, its pages
-    /// dropped at each open
+    /// Go through the kernel page cache instead of direct I/O
     #[arg(long)]
     pub no_direct_io: bool,
-    /// No kernel page cache: every open is direct I/O (by default opens other
-    /// than O_DIRECT ones use the page cache, kept coherent with every write)
+    /// Read-only opens read through the engine too, not the kernel page cache
+    /// (by default they use the page cache, kept coherent with every write)
     #[arg(long)]
     pub no_page_cache_reads: bool,
     /// Mount options, comma-separated, as mount(8) and fstab give them: ro, rw, dev

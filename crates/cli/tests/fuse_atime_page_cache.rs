@@ -1,4 +1,4 @@
-//! Scenario: access times hold whatever serves a read. Opens read through
+//! Scenario: access times hold whatever serves a read. Read-only opens read through
 //! the kernel page cache (kept across opens), and the kernel never updates a FUSE
 //! file's atime itself: under `strictatime` every read must still reach the engine,
 //! and under `relatime` a read must reach it whenever an update is due (atime not

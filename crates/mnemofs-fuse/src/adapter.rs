@@ -77,9 +77,8 @@ pub struct AdapterOptions {
     pub entry_ttl: Duration,
     /// How long the kernel may cache attributes.
     pub attr_ttl: Duration,
-    /// With `direct_io`: opens other than `O_DIRECT` ones go through the kernel
-    /// page cache (writes write-through), kept coherent with every write
-    /// ([`crate::pagecache`]); without, every open is direct I/O.
+    /// With `direct_io`: files opened read-only are read through the kernel page
+    /// cache, kept coherent with every write ([`crate::pagecache`]).
     pub page_cache_reads: bool,
     /// POSIX ACLs are on (off: the `noacl` mount option, and the ACL names are
     /// refused with EOPNOTSUPP, which the kernel would otherwise pass through
@@ -167,52 +166,21 @@ impl<E: FileSystem> MnemoFuse<E> {
         FileHandle((n << 2) | append)
     }
 
-    /// The handle and open flags of a file opened with `flags` (open, create,
-    /// tmpfile).
-    ///
-    /// Through the kernel page cache unless the open asks for `O_DIRECT`,
-    /// strictatime wants every read, the mount is direct-only
-    /// (`--no-page-cache-reads`), or invalidation does not work. Writes through such
-    /// a handle are write-through (no `FUSE_WRITEBACK_CACHE`): the kernel copies
-    /// them into its cached pages and sends each as a WRITE that the engine has made
-    /// durable before write(2) returns. One page cache then holds what write(2),
-    /// read(2) and a shared mapping's stores see, as on every Linux file system; a
-    /// direct-I/O handle would write beside it, and a page faulted in while such a
-    /// write was on its way, then stored to, would carry the old bytes back over the
-    /// new ones at write-back (xfstests generic/346). `O_DIRECT` opens keep direct
-    /// I/O with `FOPEN_PARALLEL_DIRECT_WRITES` (several writers of one file in
-    /// parallel), with the same caveat against mappings as on any Linux file
-    /// system.
-    fn handle(&self, ino: u64, flags: i32) -> (FileHandle, FopenFlags) {
-        let fh = self.new_fh(flags);
-        if !self.opts.direct_io {
-            return (fh, FopenFlags::empty());
-        }
-        let cached = self.opts.page_cache_reads
-            && flags & libc::O_DIRECT == 0
-            // strictatime: every read updates atime, so every read reaches the
-            // engine (the kernel never updates a FUSE file's atime itself).
-            && self.fs.atime_mode() != mnemofs::AtimeMode::Strictatime
-            && self.cache.ready();
-        if !cached {
-            return (
-                fh,
-                FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES,
-            );
-        }
-        // The page cache, kept across opens: every cached page came through a
-        // READ or a write-through WRITE of such a handle, each of which marks the
-        // inode, and every other change of the bytes invalidates it. Unless a read
-        // would update atime now (relatime: atime not newer than mtime or ctime, or
-        // a day old): then the kernel drops the file's cached pages at this open,
-        // so its first read reaches the engine and updates atime; later opens keep
-        // the cache again.
-        let keep = if self.fs.atime_due(ino) {
-            FopenFlags::empty()
+    /// Whether a file opened with `flags` reads through the page cache: read-only
+    /// opens, in the direct-I/O mode, once invalidation works.
+    fn cached_open(&self, flags: i32) -> bool {
+        self.opts.direct_io
+            && self.opts.page_cache_reads
+            && flags & libc::O_ACCMODE == libc::O_RDONLY
+            && self.cache.ready()
+    }
+
+    fn open_flags(&self) -> FopenFlags {
+        if self.opts.direct_io {
+            FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
         } else {
-            FopenFlags::FOPEN_KEEP_CACHE
-        };
-        (FileHandle(fh.0 | FH_CACHED), keep)
+            FopenFlags::empty()
+        }
     }
 
     fn reply_entry(&self, reply: ReplyEntry, res: mnemofs::Result<Attr>) {
@@ -626,10 +594,30 @@ impl<E: FileSystem + 'static> MnemoFuse<E> {
             }
         }
         match self.fs.open(ino.0) {
-            Ok(()) => {
-                let (fh, open_flags) = self.handle(ino.0, flags.0);
-                reply.opened(fh, open_flags)
+            // strictatime: every read updates atime, so every read of a read-only
+            // open reaches the engine (the kernel never updates a FUSE file's
+            // atime itself).
+            Ok(()) if read_only && self.fs.atime_mode() == mnemofs::AtimeMode::Strictatime => reply
+                .opened(
+                    self.new_fh(flags.0),
+                    FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES,
+                ),
+            Ok(()) if self.cached_open(flags.0) => {
+                // The page cache, kept across opens: every cached page came through
+                // a READ of such a handle, and every write since invalidates it.
+                // Unless a read would update atime now (relatime: atime not newer
+                // than mtime or ctime, or a day old): then the kernel drops the
+                // file's cached pages at this open, so its first read reaches the
+                // engine and updates atime; later opens keep the cache again.
+                let fh = FileHandle(self.new_fh(flags.0).0 | FH_CACHED);
+                let keep = if self.fs.atime_due(ino.0) {
+                    FopenFlags::empty()
+                } else {
+                    FopenFlags::FOPEN_KEEP_CACHE
+                };
+                reply.opened(fh, keep)
             }
+            Ok(()) => reply.opened(self.new_fh(flags.0), self.open_flags()),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -690,12 +678,6 @@ impl<E: FileSystem + 'static> MnemoFuse<E> {
                 Err(e) => return reply.error(errno(&e)),
             }
         }
-        let cached = fh.0 & FH_CACHED != 0;
-        if cached {
-            // A write-through WRITE: the kernel has put these bytes in its cached
-            // pages (marked like a READ's, before the engine write).
-            self.cache.filled(ino.0);
-        }
         let append = if self.negotiated.write_flags_known.load(Ordering::Relaxed) {
             flags.0 & libc::O_APPEND != 0
         } else {
@@ -711,10 +693,10 @@ impl<E: FileSystem + 'static> MnemoFuse<E> {
         match res {
             Ok(n) => {
                 // Pages page-cache readers hold: dropped before the reply; not for
-                // a write-through WRITE or a write-back of the kernel's own cached
-                // page (its pages hold these bytes already, and an invalidation
-                // may be waiting for this very write: crate::pagecache).
-                if !cached && !write_flags.contains(WriteFlags::FUSE_WRITE_CACHE) {
+                // a write-back of the kernel's own cached page (it holds these
+                // bytes already, and an invalidation may be waiting for this
+                // very write: crate::pagecache).
+                if !write_flags.contains(WriteFlags::FUSE_WRITE_CACHE) {
                     self.cache.changed(ino.0);
                 }
                 reply.written(u32::try_from(n).unwrap_or(u32::MAX))
@@ -1036,8 +1018,7 @@ impl<E: FileSystem + 'static> MnemoFuse<E> {
         self.fs.remember(attr.ino);
         // One TTL for the entry and its attributes here: the shorter one.
         let ttl = self.opts.attr_ttl.min(self.opts.entry_ttl);
-        let (fh, open_flags) = self.handle(attr.ino, flags);
-        reply.created(&ttl, attr, fh, open_flags);
+        reply.created(&ttl, attr, self.new_fh(flags), self.open_flags());
     }
 
     pub(crate) fn tmpfile(

@@ -1,17 +1,14 @@
-//! The kernel page cache as the mount's DRAM tier (DESIGN.md §5), kept coherent with
-//! direct-I/O writes.
+//! The kernel page cache as the mount's DRAM tier for reads (DESIGN.md §5), kept
+//! coherent with direct-I/O writes.
 //!
-//! A file opened without `O_DIRECT` gets a handle without `FOPEN_DIRECT_IO` and with
+//! A file opened read-only gets a handle without `FOPEN_DIRECT_IO` and with
 //! `FOPEN_KEEP_CACHE`: the kernel serves its reads from the page cache and asks the
-//! daemon only for pages it does not hold (readahead); its writes are write-through
-//! (the kernel updates its pages and sends the WRITE, answered once durable), so
-//! they need no invalidation. `O_DIRECT` handles are direct I/O: writes reach the
-//! engine beside the page cache, durable on return, in parallel.
+//! daemon only for pages it does not hold (readahead). Writable handles stay direct
+//! I/O: writes reach the engine synchronously, durable on return, in parallel.
 //!
-//! Coherence: every page the kernel caches came through a READ or a write-through
-//! WRITE of a page-cache handle, and each first marks its inode
-//! ([`PageCacheTracker::filled`]). A direct write (or size change, fallocate) that
-//! finds the mark, after the engine has
+//! Coherence: every page the kernel caches came through a READ of a page-cache
+//! handle, and each such READ first marks its inode ([`PageCacheTracker::filled`]).
+//! A write (or size change, fallocate) that finds the mark, after the engine has
 //! changed the data, has the kernel drop *every* cached page of the file
 //! (`FUSE_NOTIFY_INVAL_INODE` from offset 0) before the write is answered. The
 //! invalidation thread clears the mark as it starts, after setting a second bit,

@@ -23,9 +23,8 @@ pub struct MountConfig {
     pub threads: usize,
     /// Direct I/O: no page cache, every read and write reaches the engine.
     pub direct_io: bool,
-    /// With `direct_io`: opens other than `O_DIRECT` ones go through the kernel
-    /// page cache (writes write-through), kept coherent with every write
-    /// (`pagecache`); without, every open is direct I/O.
+    /// With `direct_io`: read-only opens read through the kernel page cache, kept
+    /// coherent with every write (`pagecache`).
     pub page_cache_reads: bool,
     /// Let users other than the mounting one in (`allow_other`; for non-root users
     /// this needs `user_allow_other` in /etc/fuse.conf).

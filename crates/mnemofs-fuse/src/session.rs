@@ -75,8 +75,9 @@ impl fuser::Filesystem for Handshake {
         if self.posix_acl {
             wanted |= InitFlags::FUSE_POSIX_ACL;
         }
-        // Shared mmap of files opened with FOPEN_DIRECT_IO (Linux 6.6+): O_DIRECT
-        // opens, and every open under strictatime or --no-page-cache-reads.
+        // Shared mmap of files opened with FOPEN_DIRECT_IO (Linux 6.6+): every
+        // open of the direct-I/O mode, and read-only opens under strictatime in
+        // any mode.
         wanted |= InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP;
         // FUSE_HANDLE_KILLPRIV_V2: the set-id bits are cleared here, by the VFS's
         // rules (`kill_setid`, `chown_kept`), not by the kernel's FUSE code.
